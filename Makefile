@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is needed ($(PYTHON) not found)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pagemill convert samples/* -o out
+	@echo "Markdown, page images and manifest.json for each sample are in out/<name>/"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# Postgres and Redis must be running on 127.0.0.1:5432 and :6379 (see README);
+# the tests start SeaweedFS themselves and create and drop their own databases.
+pytest: $(STAMP)
+	$(BIN)/python -m pytest --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,58 @@
+"""Request dependencies: a database session and the calling client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header
+from sqlalchemy.orm import Session
+
+from api.errors import ApiError
+from pagemill.clients.repository import authenticate
+from pagemill.db.models import Client
+from pagemill.db.session import session_factory
+from pagemill.settings import Settings, get_settings
+from pagemill.storage import ObjectStore, get_object_store
+
+
+def get_session() -> Iterator[Session]:
+    session = session_factory()()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[ObjectStore, Depends(get_object_store)]
+
+
+def current_client(
+    session: SessionDep,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Client:
+    key = x_api_key
+    if authorization and authorization.lower().startswith("bearer "):
+        key = authorization[7:].strip()
+    if not key:
+        raise ApiError(
+            401,
+            "missing_api_key",
+            "This request needs an API key: send it as 'Authorization: Bearer <key>'.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    client = authenticate(session, key)
+    if client is None:
+        raise ApiError(
+            401,
+            "invalid_api_key",
+            "The API key is not valid.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return client
+
+
+ClientDep = Annotated[Client, Depends(current_client)]

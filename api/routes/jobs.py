@@ -1,0 +1,167 @@
+"""/v1/jobs: submit, inspect, fetch Markdown, list, cancel."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from api.deps import ClientDep, SessionDep, SettingsDep, StoreDep
+from api.errors import ApiError
+from pagemill.db.models import Client, Job
+from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
+from pagemill.jobs import repository, service
+from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
+from pagemill.queue import publish_prepare
+from pagemill.storage import JobKeys
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post("", status_code=202, response_model=JobDetailOut)
+async def submit_job(
+    response: Response,
+    client: ClientDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    store: StoreDep,
+    file: Annotated[UploadFile, File(description="A PDF or a PNG, JPEG, TIFF or WebP image.")],
+    pages: Annotated[str | None, Form(description='Pages to convert, e.g. "1-3,7".')] = None,
+    metadata: Annotated[str | None, Form(description="A JSON object, returned as is.")] = None,
+    license_use: Annotated[LicenseUse | None, Form()] = None,
+    webhook_url: Annotated[str | None, Form()] = None,
+    engine: Annotated[str | None, Form(description="auto, textlayer or rapidocr.")] = None,
+) -> JobDetailOut:
+    with tempfile.TemporaryDirectory(prefix="pagemill-upload-") as workdir:
+        try:
+            options = service.SubmitOptions(
+                pages=pages,
+                license_use=license_use,
+                webhook_url=service.check_webhook_url(webhook_url),
+                engine=engine,
+                metadata=service.parse_metadata(metadata),
+            )
+            upload = await run_in_threadpool(
+                service.save_upload,
+                file.file,
+                Path(workdir) / "upload",
+                settings.max_upload_bytes,
+                file.filename,
+            )
+            job = await run_in_threadpool(
+                service.submit_job, session, store, settings, client, upload, options
+            )
+        except service.SubmissionRejected as rejected:
+            raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
+    try:
+        session.commit()
+    except Exception:
+        session.rollback()
+        service.discard_source(store, job.id)
+        raise
+    _publish_prepare(job.id)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return job_detail_out(job, [], settings.api_base_url)
+
+
+def _publish_prepare(job_id: uuid.UUID) -> None:
+    # The job is committed: if the broker is down, the reaper publishes it later,
+    # so the caller still gets its 202.
+    try:
+        publish_prepare(str(job_id))
+    except Exception:
+        log.exception("could not publish prepare for job %s; left for the reaper", job_id)
+
+
+@router.get("", response_model=JobListOut)
+def list_jobs(
+    client: ClientDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobListOut:
+    jobs = repository.list_client_jobs(session, client.id, status, limit, offset)
+    return JobListOut(
+        jobs=[
+            job_out(job, repository.list_pages(session, job.id), settings.api_base_url)
+            for job in jobs
+        ],
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get("/{job_id}", response_model=JobDetailOut)
+def get_job(
+    job_id: uuid.UUID, client: ClientDep, session: SessionDep, settings: SettingsDep
+) -> JobDetailOut:
+    job = _client_job(session, client, job_id)
+    return job_detail_out(job, repository.list_pages(session, job.id), settings.api_base_url)
+
+
+@router.delete("/{job_id}", response_model=JobOut)
+def cancel_job(
+    job_id: uuid.UUID, client: ClientDep, session: SessionDep, settings: SettingsDep
+) -> JobOut:
+    job = _client_job(session, client, job_id)
+    if job.status in TERMINAL_JOB_STATUSES:
+        raise ApiError(409, "job_finished", f"The job has already ended ({job.status.value}).")
+    repository.cancel_job(session, job.id)
+    session.commit()
+    session.refresh(job)
+    return job_out(job, repository.list_pages(session, job.id), settings.api_base_url)
+
+
+@router.get(
+    "/{job_id}/markdown",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/markdown": {}}}},
+)
+def get_document_markdown(
+    job_id: uuid.UUID, client: ClientDep, session: SessionDep, store: StoreDep
+) -> StreamingResponse:
+    job = _client_job(session, client, job_id)
+    if job.status not in (JobStatus.succeeded, JobStatus.failed) or not store.exists(
+        JobKeys(job.id).document
+    ):
+        raise ApiError(
+            409,
+            "not_ready",
+            f"The document's Markdown is not ready; the job is {job.status.value}.",
+        )
+    return StreamingResponse(
+        store.iter_chunks(JobKeys(job.id).document), media_type="text/markdown; charset=utf-8"
+    )
+
+
+@router.get("/{job_id}/pages/{number}/markdown", response_class=PlainTextResponse)
+def get_page_markdown(
+    job_id: uuid.UUID, number: int, client: ClientDep, session: SessionDep, store: StoreDep
+) -> PlainTextResponse:
+    job = _client_job(session, client, job_id)
+    page = repository.get_page_by_number(session, job.id, number)
+    if page is None:
+        raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
+    if page.status is not PageStatus.succeeded:
+        raise ApiError(
+            409, "page_not_ready", f"Page {number} has no Markdown; it is {page.status.value}."
+        )
+    body = store.get_bytes(JobKeys(job.id).page_markdown(number)).decode()
+    return PlainTextResponse(body, media_type="text/markdown; charset=utf-8")
+
+
+def _client_job(session: SessionDep, client: Client, job_id: uuid.UUID) -> Job:
+    # Another client's job is reported as missing, not forbidden: its existence is private.
+    job = repository.get_client_job(session, client.id, job_id)
+    if job is None:
+        raise ApiError(404, "job_not_found", "There is no job with this id.")
+    return job

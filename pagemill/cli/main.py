@@ -1,0 +1,267 @@
+"""The `pagemill` command."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+app = typer.Typer(help="pagemill: documents in, Markdown out.", no_args_is_help=True)
+client_app = typer.Typer(help="Manage API clients.", no_args_is_help=True)
+app.add_typer(client_app, name="client")
+console = Console()
+
+
+@app.command()
+def convert(
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, readable=True)],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output folder.")] = Path("out"),
+    pages: Annotated[str | None, typer.Option(help='Pages to convert, e.g. "1-3,7".')] = None,
+    engine: Annotated[str, typer.Option(help="auto, textlayer or rapidocr.")] = "auto",
+) -> None:
+    """Convert documents here, in this process, with no servers."""
+    from pagemill.cli.convert import convert_file
+    from pagemill.documents.inspect import DocumentRejected
+    from pagemill.documents.pagerange import PageRangeError
+
+    if engine not in ("auto", "textlayer", "rapidocr"):
+        raise typer.BadParameter(
+            "engine must be auto, textlayer or rapidocr", param_hint="--engine"
+        )
+    failures = 0
+    for source in files:
+        with _progress() as progress:
+            task = progress.add_task(source.name, total=None)
+
+            def set_total(count: int, task: TaskID = task, progress: Progress = progress) -> None:
+                progress.update(task, total=count)
+
+            def advance(_page: object, task: TaskID = task, progress: Progress = progress) -> None:
+                progress.advance(task)
+
+            try:
+                result = convert_file(
+                    source,
+                    out,
+                    pages=pages,
+                    engine=engine,
+                    on_page_count=set_total,
+                    on_page=advance,
+                )
+            except (DocumentRejected, PageRangeError) as error:
+                failures += 1
+                console.print(f"[red]{source}: {error}[/red]")
+                continue
+        table = Table(title=f"{source.name} -> {result.directory / 'document.md'}")
+        for column in ("page", "engine", "why", "seconds", "characters"):
+            table.add_column(column, justify="right" if column != "why" else "left")
+        for page in result.pages:
+            table.add_row(
+                str(page.number),
+                page.engine,
+                page.engine_reason,
+                f"{page.wall_seconds:.2f}",
+                str(page.output_chars),
+            )
+        console.print(table)
+    if failures:
+        raise typer.Exit(1)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option()] = None,
+    port: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Serve the HTTP API."""
+    import uvicorn
+
+    from pagemill.settings import get_settings
+
+    settings = get_settings()
+    uvicorn.run(
+        "api.app:app",
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level="info",
+    )
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated stages.")] = "prepare,ocr,finalize",
+    concurrency: Annotated[int, typer.Option(help="Processes (or threads) to run.")] = 2,
+    pool: Annotated[str, typer.Option(help="prefork, threads or solo.")] = "prefork",
+) -> None:
+    """Consume work from the queues."""
+    from pagemill.settings import get_settings
+
+    settings = get_settings()
+    queue_names = ",".join(settings.queue(stage.strip()) for stage in queues.split(","))
+    argv = [
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "--loglevel=INFO",
+        f"--queues={queue_names}",
+        f"--concurrency={concurrency}",
+        f"--pool={pool}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    # Replace this process, so signals from a supervisor reach Celery directly.
+    os.execvp(sys.executable, [sys.executable, "-m", *argv])  # noqa: S606
+
+
+@app.command()
+def migrate(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Bring the database schema up to date."""
+    from alembic import command
+    from alembic.config import Config
+
+    command.upgrade(Config(str(_project_root() / "alembic.ini")), revision)
+
+
+def _project_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+@client_app.command("create")
+def client_create(
+    name: str,
+    admin: Annotated[bool, typer.Option(help="An operator key, for ops endpoints.")] = False,
+) -> None:
+    """Create a client and print its API key (shown once, never stored)."""
+    from pagemill.clients.repository import ClientExists, create_client
+    from pagemill.db.session import session_scope
+
+    try:
+        with session_scope() as session:
+            client, key = create_client(session, name, is_admin=admin)
+            client_id = client.id
+    except ClientExists:
+        console.print(f"[red]A client named {name!r} already exists.[/red]")
+        raise typer.Exit(1) from None
+    console.print(f"client {name} ({client_id})")
+    typer.echo(key)
+
+
+@app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False)],
+    wait: Annotated[bool, typer.Option(help="Wait for the job to end.")] = False,
+    pages: Annotated[str | None, typer.Option()] = None,
+    engine: Annotated[str | None, typer.Option()] = None,
+    out: Annotated[Path | None, typer.Option("-o", help="Write document.md here.")] = None,
+) -> None:
+    """Submit a document to a running API."""
+    client = _api_client()
+    data = {key: value for key, value in {"pages": pages, "engine": engine}.items() if value}
+    with file.open("rb") as handle:
+        response = client.post("/v1/jobs", files={"file": (file.name, handle)}, data=data)
+    job = _json_or_exit(response)
+    console.print(f"job {job['id']} {job['status']}")
+    if not wait:
+        return
+    job = _wait_for(client, job["id"], job["pages"]["total"])
+    console.print(f"job {job['id']} {job['status']} cost ${job['cost_usd']}")
+    if job["status"] != "succeeded":
+        raise typer.Exit(1)
+    markdown = client.get(f"/v1/jobs/{job['id']}/markdown")
+    if out is not None:
+        out.write_text(markdown.text)
+        console.print(f"Markdown written to {out}")
+    else:
+        typer.echo(markdown.text)
+
+
+def _wait_for(client: httpx.Client, job_id: str, total: int) -> dict:
+    with _progress() as progress:
+        task = progress.add_task(job_id, total=total)
+        while True:
+            job = _json_or_exit(client.get(f"/v1/jobs/{job_id}"))
+            progress.update(task, completed=job["pages"]["done"])
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return job
+            time.sleep(0.5)
+
+
+@app.command()
+def jobs(
+    status: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+) -> None:
+    """List jobs from a running API."""
+    params: dict[str, str | int] = {"limit": limit}
+    if status:
+        params["status"] = status
+    body = _json_or_exit(_api_client().get("/v1/jobs", params=params))
+    table = Table()
+    for column in ("id", "status", "pages", "done", "cost_usd", "created"):
+        table.add_column(column)
+    for job in body["jobs"]:
+        table.add_row(
+            job["id"],
+            job["status"],
+            str(job["pages"]["total"]),
+            str(job["pages"]["done"]),
+            str(job["cost_usd"]),
+            job["created_at"],
+        )
+    console.print(table)
+
+
+def _api_client() -> httpx.Client:
+    from pagemill.settings import get_settings
+
+    settings = get_settings()
+    if not settings.api_key:
+        console.print("[red]Set PAGEMILL_API_KEY to a key from `pagemill client create`.[/red]")
+        raise typer.Exit(2)
+    return httpx.Client(
+        base_url=settings.api_base_url,
+        headers={"Authorization": f"Bearer {settings.api_key}"},
+        timeout=60,
+    )
+
+
+def _json_or_exit(response: httpx.Response) -> dict:
+    body = response.json()
+    if response.is_error:
+        error = body.get("error", {})
+        console.print(
+            f"[red]{response.status_code} {error.get('code')}: {error.get('message')}[/red]"
+        )
+        raise typer.Exit(1)
+    return body
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,134 @@
+"""Tables. Postgres is the record of truth; Redis messages carry these ids only."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Integer,
+    Numeric,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from pagemill.db.base import Base, TimestampMixin, new_uuid
+from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
+
+
+def _enum(enum_cls: type, name: str) -> Enum:
+    # Stored by value, so the database reads "non_commercial", not the Python member name.
+    return Enum(
+        enum_cls,
+        name=name,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
+
+
+class Client(TimestampMixin, Base):
+    """A calling service. Its API key is stored only as a SHA-256 digest."""
+
+    __tablename__ = "clients"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    # The key's public prefix finds the row; the digest of the whole key proves it.
+    api_key_prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    api_key_sha256: Mapped[str] = mapped_column(String(64))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    default_license_use: Mapped[LicenseUse] = mapped_column(
+        _enum(LicenseUse, "license_use"), default=LicenseUse.non_commercial
+    )
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Job(TimestampMixin, Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    client_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("clients.id"), index=True)
+    status: Mapped[JobStatus] = mapped_column(
+        _enum(JobStatus, "job_status"), default=JobStatus.queued, index=True
+    )
+    license_use: Mapped[LicenseUse] = mapped_column(_enum(LicenseUse, "license_use"))
+    engine: Mapped[str] = mapped_column(String(32))
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    caller_metadata: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, default=dict, server_default="{}"
+    )
+    source_filename: Mapped[str | None] = mapped_column(String(500))
+    source_kind: Mapped[SourceKind] = mapped_column(_enum(SourceKind, "source_kind"))
+    source_bytes: Mapped[int] = mapped_column(BigInteger)
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    document_pages: Mapped[int] = mapped_column(Integer)
+    # The caller's page selection as given ("1-3,7"); None means every page.
+    page_selection: Mapped[str | None] = mapped_column(String(200))
+    pages_total: Mapped[int] = mapped_column(Integer)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (CheckConstraint("pages_total > 0", name="pages_total_positive"),)
+
+
+class Page(TimestampMixin, Base):
+    __tablename__ = "pages"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)  # 1-based page number in the source
+    status: Mapped[PageStatus] = mapped_column(
+        _enum(PageStatus, "page_status"), default=PageStatus.queued, index=True
+    )
+    # Incremented by every claim; a finishing write must carry the attempt it claimed,
+    # so a worker that stalled past its lease cannot overwrite newer work.
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    # What prepare saw.
+    width_pt: Mapped[float | None] = mapped_column(Float)
+    height_pt: Mapped[float | None] = mapped_column(Float)
+    image_width_px: Mapped[int | None] = mapped_column(Integer)
+    image_height_px: Mapped[int | None] = mapped_column(Integer)
+    image_dpi: Mapped[int | None] = mapped_column(Integer)
+    text_chars: Mapped[int | None] = mapped_column(Integer)
+    image_coverage: Mapped[float | None] = mapped_column(Float)
+    # Everything prepare measured (worker.engines.base.PageFacts), kept for re-routing.
+    facts: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
+    render_seconds: Mapped[float | None] = mapped_column(Float)
+
+    # What ran, and why.
+    engine: Mapped[str | None] = mapped_column(String(32))
+    engine_reason: Mapped[str | None] = mapped_column(Text)
+    device_kind: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    wall_seconds: Mapped[float | None] = mapped_column(Float)
+    compute_seconds: Mapped[float | None] = mapped_column(Float)
+    cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
+    output_chars: Mapped[int | None] = mapped_column(Integer)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    engine_details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("job_id", "number"),
+        CheckConstraint("number > 0", name="number_positive"),
+        CheckConstraint("attempts >= 0", name="attempts_not_negative"),
+    )

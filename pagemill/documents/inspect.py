@@ -1,0 +1,125 @@
+"""Decide what an upload is and whether it can be processed, before any job exists.
+
+The type comes from the file's first bytes, never from its name or the client's
+content type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+from PIL import Image
+
+from pagemill.domain import SourceKind
+
+_MAGIC: list[tuple[bytes, SourceKind]] = [
+    (b"%PDF-", SourceKind.pdf),
+    (b"\x89PNG\r\n\x1a\n", SourceKind.png),
+    (b"\xff\xd8\xff", SourceKind.jpeg),
+    (b"II*\x00", SourceKind.tiff),
+    (b"MM\x00*", SourceKind.tiff),
+]
+
+CONTENT_TYPES = {
+    SourceKind.pdf: "application/pdf",
+    SourceKind.png: "image/png",
+    SourceKind.jpeg: "image/jpeg",
+    SourceKind.tiff: "image/tiff",
+    SourceKind.webp: "image/webp",
+}
+
+
+class DocumentRejected(Exception):
+    """An upload that cannot become a job. `code` is stable; `message` is for people."""
+
+    def __init__(self, code: str, message: str, http_status: int = 422) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    kind: SourceKind
+    page_count: int
+
+
+def sniff_kind(head: bytes) -> SourceKind | None:
+    """The document type from its first bytes, or None when it is not one we take."""
+    # PDF readers accept the header anywhere in the first KiB, and so do we.
+    if b"%PDF-" in head[:1024]:
+        return SourceKind.pdf
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return SourceKind.webp
+    return None
+
+
+def inspect_document(path: Path) -> DocumentInfo:
+    """Open the file as its magic bytes say and check it can be rendered."""
+    size = path.stat().st_size
+    if size == 0:
+        raise DocumentRejected("empty_file", "The uploaded file is empty.", 422)
+    with path.open("rb") as handle:
+        head = handle.read(1024)
+    kind = sniff_kind(head)
+    if kind is None:
+        raise DocumentRejected(
+            "unsupported_type",
+            "The file is not a PDF or a PNG, JPEG, TIFF or WebP image.",
+            415,
+        )
+    page_count = _inspect_pdf(path) if kind is SourceKind.pdf else _inspect_image(path, kind)
+    return DocumentInfo(kind=kind, page_count=page_count)
+
+
+def _inspect_pdf(path: Path) -> int:
+    try:
+        document = pymupdf.open(str(path), filetype="pdf")
+    except Exception as error:
+        raise _damaged(SourceKind.pdf) from error
+    with document:
+        if document.needs_pass or document.is_encrypted:
+            raise DocumentRejected(
+                "encrypted_document",
+                "The PDF is encrypted or password-protected; upload it without a password.",
+            )
+        if document.page_count < 1:
+            raise _damaged(SourceKind.pdf)
+        if document.is_repaired and not _first_page_renders(document):
+            raise _damaged(SourceKind.pdf)
+        return int(document.page_count)
+
+
+def _inspect_image(path: Path, kind: SourceKind) -> int:
+    try:
+        with Image.open(path) as image:
+            frames = int(getattr(image, "n_frames", 1))
+            image.verify()
+    except Image.DecompressionBombError as error:
+        raise DocumentRejected(
+            "image_too_large", "The image has too many pixels to process safely."
+        ) from error
+    except Exception as error:
+        raise _damaged(kind) from error
+    return frames
+
+
+def _damaged(kind: SourceKind) -> DocumentRejected:
+    return DocumentRejected(
+        "unreadable_document", f"The {kind.value.upper()} file cannot be opened: it is damaged."
+    )
+
+
+def _first_page_renders(document: pymupdf.Document) -> bool:
+    # A repaired PDF can still be fine; one whose first page will not even load is not.
+    try:
+        document.load_page(0).get_pixmap(dpi=10)
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,54 @@
+"""Domain vocabulary shared by the API, the workers and the CLI."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_JOB_STATUSES
+
+
+TERMINAL_JOB_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+
+
+class PageStatus(StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+TERMINAL_PAGE_STATUSES = frozenset({PageStatus.succeeded, PageStatus.failed, PageStatus.cancelled})
+
+
+class LicenseUse(StrEnum):
+    """Under which terms the caller uses the output: the model's weights may forbid one."""
+
+    non_commercial = "non_commercial"
+    commercial = "commercial"
+
+
+class SourceKind(StrEnum):
+    pdf = "pdf"
+    png = "png"
+    jpeg = "jpeg"
+    tiff = "tiff"
+    webp = "webp"
+
+
+class Stage(StrEnum):
+    """Celery queues, one per stage, so CPU and GPU pools can consume different ones."""
+
+    prepare = "prepare"
+    ocr = "ocr"
+    finalize = "finalize"

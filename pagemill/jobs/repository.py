@@ -1,0 +1,202 @@
+"""Every SQL statement about jobs and pages. Writes that finish work are conditional,
+so a duplicate message or a worker that outlived its lease changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from pagemill.db.models import Job, Page
+from pagemill.domain import (
+    TERMINAL_JOB_STATUSES,
+    TERMINAL_PAGE_STATUSES,
+    JobStatus,
+    PageStatus,
+)
+
+
+def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
+    return session.get(Job, job_id)
+
+
+def get_client_job(session: Session, client_id: uuid.UUID, job_id: uuid.UUID) -> Job | None:
+    return session.scalar(select(Job).where(Job.id == job_id, Job.client_id == client_id))
+
+
+def list_client_jobs(
+    session: Session,
+    client_id: uuid.UUID | None,
+    status: JobStatus | None,
+    limit: int,
+    offset: int,
+) -> list[Job]:
+    query = select(Job).order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)
+    if client_id is not None:
+        query = query.where(Job.client_id == client_id)
+    if status is not None:
+        query = query.where(Job.status == status)
+    return list(session.scalars(query))
+
+
+def list_pages(session: Session, job_id: uuid.UUID) -> list[Page]:
+    return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.number)))
+
+
+def get_page(session: Session, page_id: int) -> Page | None:
+    return session.get(Page, page_id)
+
+
+def get_page_by_number(session: Session, job_id: uuid.UUID, number: int) -> Page | None:
+    return session.scalar(select(Page).where(Page.job_id == job_id, Page.number == number))
+
+
+def start_job(session: Session, job_id: uuid.UUID) -> Job | None:
+    """Move a queued job to running. A job already running (a redelivered prepare)
+    is returned as is; a terminal one is not returned at all."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.queued)
+        .values(status=JobStatus.running, started_at=func.now())
+    )
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None or job.status in TERMINAL_JOB_STATUSES:
+        return None
+    return job
+
+
+def insert_page(session: Session, values: dict[str, Any]) -> None:
+    """Record a prepared page; a second prepare of the same page changes nothing."""
+    session.execute(
+        insert(Page).values(**values).on_conflict_do_nothing(index_elements=["job_id", "number"])
+    )
+
+
+def queued_page_ids(session: Session, job_id: uuid.UUID) -> list[int]:
+    return list(
+        session.scalars(
+            select(Page.id)
+            .where(Page.job_id == job_id, Page.status == PageStatus.queued)
+            .order_by(Page.number)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class PageClaim:
+    page_id: int
+    job_id: uuid.UUID
+    number: int
+    attempt: int
+
+
+def claim_page(session: Session, page_id: int, lease: timedelta) -> PageClaim | None:
+    """Take a page for this attempt; None when it is not ours to run (done, cancelled,
+    or held by another worker whose lease has not run out)."""
+    job_is_live = (
+        select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
+    )
+    row = session.execute(
+        update(Page)
+        .where(
+            Page.id == page_id,
+            job_is_live,
+            (Page.status == PageStatus.queued)
+            | ((Page.status == PageStatus.running) & (Page.lease_expires_at < func.now())),
+        )
+        .values(
+            status=PageStatus.running,
+            attempts=Page.attempts + 1,
+            started_at=func.now(),
+            lease_expires_at=func.now() + lease,
+        )
+        .returning(Page.id, Page.job_id, Page.number, Page.attempts)
+    ).one_or_none()
+    if row is None:
+        return None
+    return PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3])
+
+
+def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> bool:
+    """Write a page's result, only if the attempt that claimed it still holds it."""
+    result = session.execute(
+        update(Page)
+        .where(
+            Page.id == claim.page_id,
+            Page.attempts == claim.attempt,
+            Page.status == PageStatus.running,
+        )
+        .values(
+            finished_at=func.now(),
+            lease_expires_at=None,
+            wall_seconds=func.extract("epoch", func.now() - Page.started_at),
+            **values,
+        )
+        .returning(Page.id)
+    )
+    return result.one_or_none() is not None
+
+
+def page_status_counts(session: Session, job_id: uuid.UUID) -> dict[PageStatus, int]:
+    rows = session.execute(
+        select(Page.status, func.count()).where(Page.job_id == job_id).group_by(Page.status)
+    )
+    return {PageStatus(status): count for status, count in rows}
+
+
+def all_pages_terminal(session: Session, job_id: uuid.UUID) -> bool:
+    """True once every selected page has ended. Counted against the job's page total,
+    not the rows present, because prepare may still be adding pages."""
+    terminal = session.scalar(
+        select(func.count())
+        .select_from(Page)
+        .where(Page.job_id == job_id, Page.status.in_(TERMINAL_PAGE_STATUSES))
+    )
+    total = session.scalar(select(Job.pages_total).where(Job.id == job_id))
+    return total is not None and (terminal or 0) >= total
+
+
+def job_cost_usd(session: Session, job_id: uuid.UUID) -> Decimal:
+    total = session.scalar(select(func.sum(Page.cost_usd)).where(Page.job_id == job_id))
+    return Decimal(total or 0)
+
+
+def complete_job(
+    session: Session,
+    job_id: uuid.UUID,
+    status: JobStatus,
+    error_code: str | None = None,
+    error_message: str | None = None,
+) -> bool:
+    """Make a running job terminal. Exactly one caller wins, however many try."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_([JobStatus.queued, JobStatus.running]))
+        .values(
+            status=status,
+            finished_at=func.now(),
+            error_code=error_code,
+            error_message=error_message,
+        )
+        .returning(Job.id)
+    )
+    return result.one_or_none() is not None
+
+
+def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
+    """Cancel a job that has not ended; pages not yet started will not run."""
+    cancelled = complete_job(session, job_id, JobStatus.cancelled, "cancelled", "Cancelled.")
+    if cancelled:
+        session.execute(
+            update(Page)
+            .where(Page.job_id == job_id, Page.status == PageStatus.queued)
+            .values(status=PageStatus.cancelled, finished_at=func.now())
+        )
+    return cancelled

@@ -1,0 +1,124 @@
+"""What the API returns for jobs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pagemill.db.models import Job, Page
+from pagemill.domain import JobStatus, LicenseUse, PageStatus
+from pagemill.jobs.summaries import page_summary
+
+
+class PageCounts(BaseModel):
+    total: int = Field(description="Pages selected for this job.")
+    done: int = Field(description="Pages that have ended, whatever the outcome.")
+    queued: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+
+class SourceOut(BaseModel):
+    filename: str | None
+    kind: str
+    bytes: int
+    sha256: str
+    document_pages: int
+    page_selection: str | None
+
+
+class ErrorOut(BaseModel):
+    code: str
+    message: str
+
+
+class JobOut(BaseModel):
+    id: uuid.UUID
+    status: JobStatus
+    license_use: LicenseUse
+    engine: str
+    webhook_url: str | None
+    metadata: dict[str, Any]
+    source: SourceOut
+    pages: PageCounts
+    compute_seconds: float
+    cost_usd: Decimal
+    error: ErrorOut | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    links: dict[str, str]
+
+
+class JobDetailOut(JobOut):
+    page_details: list[dict[str, Any]] = Field(description="One summary per page, in order.")
+
+
+class JobListOut(BaseModel):
+    jobs: list[JobOut]
+    limit: int
+    offset: int
+
+
+def job_out(job: Job, pages: list[Page], base_url: str) -> JobOut:
+    return JobOut(**_job_fields(job, pages, base_url))
+
+
+def job_detail_out(job: Job, pages: list[Page], base_url: str) -> JobDetailOut:
+    return JobDetailOut(
+        **_job_fields(job, pages, base_url), page_details=[page_summary(p) for p in pages]
+    )
+
+
+def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
+    counts = {status: 0 for status in PageStatus}
+    for page in pages:
+        counts[page.status] += 1
+    done = counts[PageStatus.succeeded] + counts[PageStatus.failed] + counts[PageStatus.cancelled]
+    # Pages prepare has not reached yet are queued from the caller's point of view.
+    not_yet_prepared = max(0, job.pages_total - len(pages))
+    if job.status is JobStatus.cancelled:
+        counts[PageStatus.cancelled] += not_yet_prepared
+        done += not_yet_prepared
+        not_yet_prepared = 0
+    self_url = f"{base_url.rstrip('/')}/v1/jobs/{job.id}"
+    return {
+        "id": job.id,
+        "status": job.status,
+        "license_use": job.license_use,
+        "engine": job.engine,
+        "webhook_url": job.webhook_url,
+        "metadata": job.caller_metadata,
+        "source": SourceOut(
+            filename=job.source_filename,
+            kind=job.source_kind.value,
+            bytes=job.source_bytes,
+            sha256=job.source_sha256,
+            document_pages=job.document_pages,
+            page_selection=job.page_selection,
+        ),
+        "pages": PageCounts(
+            total=job.pages_total,
+            done=done,
+            queued=counts[PageStatus.queued] + not_yet_prepared,
+            running=counts[PageStatus.running],
+            succeeded=counts[PageStatus.succeeded],
+            failed=counts[PageStatus.failed],
+            cancelled=counts[PageStatus.cancelled],
+        ),
+        "compute_seconds": sum(page.compute_seconds or 0.0 for page in pages),
+        "cost_usd": sum((page.cost_usd or Decimal(0) for page in pages), Decimal(0)),
+        "error": ErrorOut(code=job.error_code, message=job.error_message or "")
+        if job.error_code
+        else None,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "links": {"self": self_url, "markdown": f"{self_url}/markdown"},
+    }

@@ -1,0 +1,158 @@
+"""Submitting and cancelling jobs: what the API and the CLI do, without HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import urlparse
+
+from sqlalchemy.orm import Session
+
+from pagemill.db.models import Client, Job
+from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_document
+from pagemill.documents.pagerange import PageRangeError, parse_page_selection
+from pagemill.domain import JobStatus, LicenseUse
+from pagemill.jobs import repository
+from pagemill.settings import Settings
+from pagemill.storage import JobKeys, ObjectStore
+
+ENGINE_CHOICES = ("auto", "textlayer", "rapidocr")
+
+
+class SubmissionRejected(Exception):
+    """A submission that cannot become a job; nothing has been created."""
+
+    def __init__(self, code: str, message: str, http_status: int = 422) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+
+
+@dataclass(frozen=True)
+class SavedUpload:
+    path: Path
+    size_bytes: int
+    sha256: str
+    filename: str | None
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    pages: str | None = None
+    license_use: LicenseUse | None = None
+    webhook_url: str | None = None
+    engine: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def save_upload(
+    stream: BinaryIO, destination: Path, max_bytes: int, filename: str | None
+) -> SavedUpload:
+    """Copy an upload to disk in chunks, hashing and counting as it goes; stops at the cap."""
+    digest = hashlib.sha256()
+    size = 0
+    with destination.open("wb") as out:
+        while chunk := stream.read(1024 * 1024):
+            size += len(chunk)
+            if size > max_bytes:
+                raise SubmissionRejected(
+                    "file_too_large",
+                    f"The file is larger than the {max_bytes // (1024 * 1024)} MiB limit.",
+                    413,
+                )
+            digest.update(chunk)
+            out.write(chunk)
+    return SavedUpload(destination, size, digest.hexdigest(), filename)
+
+
+def parse_metadata(raw: str | None) -> dict[str, Any]:
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise SubmissionRejected(
+            "invalid_metadata", f"The metadata field is not valid JSON: {error.msg}."
+        ) from error
+    if not isinstance(value, dict):
+        raise SubmissionRejected("invalid_metadata", "The metadata field must be a JSON object.")
+    if len(raw) > 16 * 1024:
+        raise SubmissionRejected("invalid_metadata", "The metadata field must be under 16 KiB.")
+    return value
+
+
+def check_webhook_url(url: str | None) -> str | None:
+    if url is None or not url.strip():
+        return None
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise SubmissionRejected(
+            "invalid_webhook_url", "The webhook_url must be an absolute http or https URL."
+        )
+    return url.strip()
+
+
+def submit_job(
+    session: Session,
+    store: ObjectStore,
+    settings: Settings,
+    client: Client,
+    upload: SavedUpload,
+    options: SubmitOptions,
+) -> Job:
+    """Check the upload, store it and record the job (not yet committed, not yet published).
+
+    The source is stored before the row exists, so a job never points at a missing
+    file; if the row then fails to commit, the caller removes the orphan object.
+    """
+    engine = options.engine or settings.default_engine
+    if engine not in ENGINE_CHOICES:
+        raise SubmissionRejected(
+            "invalid_engine", f"The engine must be one of {', '.join(ENGINE_CHOICES)}."
+        )
+    try:
+        info = inspect_document(upload.path)
+    except DocumentRejected as rejected:
+        raise SubmissionRejected(rejected.code, rejected.message, rejected.http_status) from None
+    try:
+        numbers = parse_page_selection(options.pages, info.page_count)
+    except PageRangeError as error:
+        raise SubmissionRejected("invalid_page_range", str(error)) from None
+    if len(numbers) > settings.max_pages:
+        raise SubmissionRejected(
+            "too_many_pages",
+            f"The job selects {len(numbers)} pages; the limit is {settings.max_pages}.",
+        )
+    job = Job(
+        id=uuid.uuid4(),
+        client_id=client.id,
+        status=JobStatus.queued,
+        license_use=options.license_use or client.default_license_use,
+        engine=engine,
+        webhook_url=options.webhook_url,
+        caller_metadata=options.metadata,
+        source_filename=upload.filename,
+        source_kind=info.kind,
+        source_bytes=upload.size_bytes,
+        source_sha256=upload.sha256,
+        document_pages=info.page_count,
+        page_selection=options.pages.strip() if options.pages else None,
+        pages_total=len(numbers),
+    )
+    store.put_file(JobKeys(job.id).source, upload.path, CONTENT_TYPES[info.kind])
+    session.add(job)
+    session.flush()
+    return job
+
+
+def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:
+    store.delete_prefix(JobKeys(job_id).prefix + "/")
+
+
+def cancel(session: Session, job: Job) -> bool:
+    return repository.cancel_job(session, job.id)

@@ -1,0 +1,45 @@
+"""How a job and its pages are described to callers: in manifest.json and over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pagemill.db.models import Job, Page
+
+
+def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
+    return {
+        "job_id": str(job.id),
+        "source": {
+            "filename": job.source_filename,
+            "kind": job.source_kind.value,
+            "sha256": job.source_sha256,
+            "pages": job.document_pages,
+        },
+        "license_use": job.license_use.value,
+        "metadata": job.caller_metadata,
+        "pages": [page_summary(page) for page in pages],
+    }
+
+
+def page_summary(page: Page) -> dict[str, Any]:
+    """Per-page facts, as both manifest.json and the job status report them."""
+    return {
+        "number": page.number,
+        "status": page.status.value,
+        "attempts": page.attempts,
+        "engine": page.engine,
+        "engine_reason": page.engine_reason,
+        "device_kind": page.device_kind,
+        "wall_seconds": page.wall_seconds,
+        "compute_seconds": page.compute_seconds,
+        "cost_usd": str(page.cost_usd) if page.cost_usd is not None else None,
+        "output_chars": page.output_chars,
+        "image": {
+            "width_px": page.image_width_px,
+            "height_px": page.image_height_px,
+            "dpi": page.image_dpi,
+        },
+        "text_layer_chars": page.text_chars,
+        "error": page.error,
+    }

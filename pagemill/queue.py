@@ -1,0 +1,66 @@
+"""The Celery application's configuration and the publishing side of the queues.
+
+The API publishes by task name, so it never imports worker code (or models).
+Messages carry ids only; Postgres holds everything else.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from celery import Celery
+
+from pagemill.domain import Stage
+from pagemill.settings import Settings, get_settings
+
+PREPARE_TASK = "pagemill.prepare"
+OCR_TASK = "pagemill.ocr_page"
+FINALIZE_TASK = "pagemill.finalize"
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("pagemill", broker=settings.broker_url)
+    transport_options = {
+        # Redis redelivers unacknowledged messages after this; tasks stay below it.
+        "visibility_timeout": settings.broker_visibility_timeout_s,
+    }
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        # Ack after the task, so a crash mid-task leaves the message to be redelivered;
+        # a child killed by the OOM killer or SIGKILL counts as a crash too.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        # Pages take seconds; prefetching more than one starves other workers.
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        task_time_limit=settings.task_time_limit_s,
+        task_soft_time_limit=max(1, settings.task_time_limit_s - 30),
+        task_routes={
+            PREPARE_TASK: {"queue": settings.queue(Stage.prepare)},
+            OCR_TASK: {"queue": settings.queue(Stage.ocr)},
+            FINALIZE_TASK: {"queue": settings.queue(Stage.finalize)},
+        },
+        task_default_queue=settings.queue(Stage.prepare),
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+@lru_cache(maxsize=1)
+def get_celery() -> Celery:
+    return make_celery(get_settings())
+
+
+def publish_prepare(job_id: str) -> None:
+    get_celery().send_task(PREPARE_TASK, args=[job_id])
+
+
+def publish_ocr(page_id: int, countdown_s: float | None = None) -> None:
+    get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s)
+
+
+def publish_finalize(job_id: str) -> None:
+    get_celery().send_task(FINALIZE_TASK, args=[job_id])

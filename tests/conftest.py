@@ -1,0 +1,156 @@
+"""Real Postgres, Redis and S3 for every test that touches them.
+
+Postgres and Redis are the machine's own (127.0.0.1:5432 and :6379); each test
+session gets its own database and Redis database number. SeaweedFS is started
+here when nothing serves S3 on :8333.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import redis
+
+from tests.support import services
+
+RUN_ID = secrets.token_hex(4)
+PG_ADMIN_URL = os.environ.get(
+    "PAGEMILL_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+DB_NAME = f"pagemill_test_{RUN_ID}"
+REDIS_DB = int(os.environ.get("PAGEMILL_TEST_REDIS_DB", "9"))
+S3_ACCESS_KEY = "pagemill-test"
+S3_SECRET_KEY = "pagemill-test-secret"
+TMP_ROOT = Path(tempfile.mkdtemp(prefix=f"pagemill-test-{RUN_ID}-"))
+
+TEST_ENV = {
+    "PAGEMILL_ENVIRONMENT": "test",
+    "PAGEMILL_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{DB_NAME}",
+    "PAGEMILL_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+    "PAGEMILL_QUEUE_PREFIX": f"t{RUN_ID}-",
+    "PAGEMILL_S3_ENDPOINT": "127.0.0.1:8333",
+    "PAGEMILL_S3_ACCESS_KEY": S3_ACCESS_KEY,
+    "PAGEMILL_S3_SECRET_KEY": S3_SECRET_KEY,
+    "PAGEMILL_S3_BUCKET": f"pagemill-test-{RUN_ID}",
+    "PAGEMILL_TASK_TIME_LIMIT_S": "300",
+    "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "600",
+}
+# Set before anything reads settings, so in-process code and child processes agree.
+os.environ.update(TEST_ENV)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLES = services.ROOT / "samples"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{DB_NAME}"')
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(services.ROOT / "alembic.ini"))
+    config.set_main_option("sqlalchemy.url", TEST_ENV["PAGEMILL_DATABASE_URL"])
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+    yield TEST_ENV["PAGEMILL_DATABASE_URL"]
+    from pagemill.db.session import get_engine
+
+    get_engine().dispose()
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+
+
+@pytest.fixture()
+def db(database_url: str) -> Iterator[str]:
+    """A clean database for this test."""
+    with psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute("TRUNCATE clients, jobs, pages RESTART IDENTITY CASCADE")
+    yield database_url
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(TEST_ENV["PAGEMILL_BROKER_URL"])
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[Any]:
+    process = None
+    if not services.s3_ready(S3_ACCESS_KEY, S3_SECRET_KEY):
+        data_dir = TMP_ROOT / "seaweedfs"
+        data_dir.mkdir()
+        process = services.start_seaweedfs(data_dir, S3_ACCESS_KEY, S3_SECRET_KEY)
+    from pagemill.storage import get_object_store
+
+    store = get_object_store()
+    store.ensure_bucket()
+    yield store
+    if process is not None:
+        services.stop(process)
+
+
+@pytest.fixture(scope="session")
+def worker_process(
+    database_url: str, redis_client: redis.Redis, s3: Any
+) -> Iterator[subprocess.Popen[bytes]]:
+    prefix = TEST_ENV["PAGEMILL_QUEUE_PREFIX"]
+    queues = ",".join(f"{prefix}{stage}" for stage in ("prepare", "ocr", "finalize"))
+    process = services.start_worker(dict(os.environ), TMP_ROOT / "worker.log", queues)
+    yield process
+    services.stop(process)
+
+
+@pytest.fixture(scope="session")
+def api_url(database_url: str, redis_client: redis.Redis, s3: Any) -> Iterator[str]:
+    port = services.free_port()
+    env = {**os.environ, "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}"}
+    process = services.start_api(env, TMP_ROOT / "api.log", port)
+    yield f"http://127.0.0.1:{port}"
+    services.stop(process)
+
+
+def make_client_key(name: str | None = None, admin: bool = False) -> str:
+    from pagemill.clients.repository import create_client
+    from pagemill.db.session import session_scope
+
+    with session_scope() as session:
+        _, key = create_client(session, name or f"client-{uuid.uuid4().hex[:8]}", is_admin=admin)
+    return key
+
+
+@pytest.fixture()
+def api_key(db: str) -> str:
+    return make_client_key()
+
+
+@pytest.fixture()
+def api(api_url: str, api_key: str) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=api_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
+    ) as client:
+        yield client
+
+
+def wait_for_job(client: httpx.Client, job_id: str, timeout_s: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.3)
+    raise TimeoutError(f"job {job_id} still {job['status']} after {timeout_s} s")

@@ -1,0 +1,66 @@
+"""The one small interface every engine implements.
+
+Engines know nothing of Celery, the database or S3: a page image and the facts
+about the page go in, Markdown and what it cost to make come out. That keeps
+them testable on their own and lets `pagemill convert` run them with no servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """What prepare learned about a page before any engine ran."""
+
+    number: int  # 1-based page number in the source document
+    width_pt: float
+    height_pt: float
+    text_chars: int  # characters in the PDF text layer (0 for images)
+    unreadable_chars: int  # U+FFFD and other glyphs the text layer could not map
+    invisible_text_chars: int  # render mode 3 text: an OCR layer laid over a scan
+    image_coverage: float  # share of the page area covered by raster images, 0..1
+    rotation: int = 0  # the page's /Rotate, degrees
+
+
+@dataclass(frozen=True)
+class PageInput:
+    """Everything an engine may look at for one page."""
+
+    facts: PageFacts
+    image_png: bytes  # rendered at the engine's resolution
+    image_dpi: int
+    pdf_page: bytes | None = None  # the page alone as a one-page PDF (None for image uploads)
+
+
+@dataclass
+class EngineResult:
+    """An engine's answer for one page, with what it measured about itself."""
+
+    markdown: str
+    compute_seconds: float  # device seconds attributed to this page
+    device_kind: str = "cpu"
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None  # "stop", "length", ... where the engine has one
+    details: dict[str, Any] = field(default_factory=dict)  # engine-specific measurements
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A page-to-Markdown converter.
+
+    `render_dpi` is the resolution the engine wants its page image at; prepare
+    renders once, at that resolution, so no engine resamples.
+    """
+
+    name: str
+    render_dpi: int
+
+    def convert(self, page: PageInput) -> EngineResult: ...
+
+
+class EngineError(Exception):
+    """An engine failed on a page; the message is safe to show to the caller."""

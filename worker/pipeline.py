@@ -1,0 +1,52 @@
+"""The parts of prepare / ocr / finalize that need no servers.
+
+Both the Celery tasks and `pagemill convert` call these, so a document converted
+on a laptop goes through the same routing, engines and assembly as in production.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from worker.engines.base import EngineResult, PageInput
+from worker.engines.registry import get_engine
+from worker.engines.router import Route, route_page
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    route: Route
+    result: EngineResult
+    wall_seconds: float
+
+
+def convert_page(requested_engine: str, page: PageInput, ocr_engine: str) -> PageOutcome:
+    route = route_page(requested_engine, page.facts, page.pdf_page is not None, ocr_engine)
+    engine = get_engine(route.engine)
+    started = time.perf_counter()
+    result = engine.convert(page)
+    return PageOutcome(route=route, result=result, wall_seconds=time.perf_counter() - started)
+
+
+def page_marker(number: int) -> str:
+    # An HTML comment: invisible when rendered, easy to split on for callers who need pages.
+    return f"<!-- page {number} -->"
+
+
+def assemble_document(pages: list[tuple[int, str | None]]) -> str:
+    """Join page Markdown in page order, each page introduced by its marker.
+
+    A page without Markdown (it failed) keeps its marker and says so, so callers
+    never mistake a gap for an empty page.
+    """
+    parts = []
+    for number, markdown in sorted(pages):
+        body = markdown.strip() if markdown is not None else "<!-- page failed: no output -->"
+        parts.append(f"{page_marker(number)}\n\n{body}".rstrip())
+    return "\n\n".join(parts) + "\n"
+
+
+def page_manifest_entry(number: int, facts: dict[str, Any]) -> dict[str, Any]:
+    return {"number": number, **facts}

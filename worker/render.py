@@ -1,0 +1,158 @@
+"""Split a document into pages: facts, a page image at the engine's resolution and,
+for PDFs, the page alone as a one-page PDF. Pure: no Celery, database or S3.
+
+Pages are yielded one at a time so a thousand-page document never sits in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+from PIL import Image
+
+from pagemill.domain import SourceKind
+from worker.engines.base import PageFacts
+
+REPLACEMENT_CHAR = "\ufffd"
+# Pillow's default pixel guard; scans beyond it are decompression bombs, not documents.
+Image.MAX_IMAGE_PIXELS = 180_000_000
+# Resolution assumed for an image that does not state its own.
+DEFAULT_IMAGE_DPI = 150
+
+
+@dataclass(frozen=True)
+class RenderedPage:
+    facts: PageFacts
+    image_png: bytes
+    image_dpi: int
+    image_width_px: int
+    image_height_px: int
+    pdf_page: bytes | None
+    render_seconds: float
+
+
+def render_pages(
+    path: Path, kind: SourceKind, numbers: Sequence[int], dpi: int, max_pixels: int
+) -> Iterator[RenderedPage]:
+    if kind is SourceKind.pdf:
+        yield from _render_pdf_pages(path, numbers, dpi, max_pixels)
+    else:
+        yield from _render_image_pages(path, numbers, max_pixels)
+
+
+def _render_pdf_pages(
+    path: Path, numbers: Sequence[int], dpi: int, max_pixels: int
+) -> Iterator[RenderedPage]:
+    with pymupdf.open(str(path), filetype="pdf") as document:
+        for number in numbers:
+            started = time.perf_counter()
+            page = document.load_page(number - 1)
+            facts = pdf_page_facts(page, number)
+            page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
+            pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
+            png = pixmap.tobytes("png")
+            single = pymupdf.open()
+            single.insert_pdf(document, from_page=number - 1, to_page=number - 1)
+            pdf_bytes = single.tobytes(deflate=True)
+            single.close()
+            yield RenderedPage(
+                facts=facts,
+                image_png=png,
+                image_dpi=page_dpi,
+                image_width_px=pixmap.width,
+                image_height_px=pixmap.height,
+                pdf_page=pdf_bytes,
+                render_seconds=time.perf_counter() - started,
+            )
+
+
+def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
+    visible = invisible = unreadable = 0
+    for span in page.get_texttrace():
+        characters = span["chars"]
+        count = sum(1 for char in characters if not chr(char[0]).isspace())
+        unreadable += sum(1 for char in characters if chr(char[0]) == REPLACEMENT_CHAR)
+        # Render mode 3 draws nothing: the text a scanner's OCR lays over its image.
+        if span["type"] == 3:
+            invisible += count
+        else:
+            visible += count
+    return PageFacts(
+        number=number,
+        width_pt=float(page.rect.width),
+        height_pt=float(page.rect.height),
+        text_chars=visible + invisible,
+        unreadable_chars=unreadable,
+        invisible_text_chars=invisible,
+        image_coverage=_image_coverage(page),
+        rotation=int(page.rotation),
+    )
+
+
+def _image_coverage(page: pymupdf.Page) -> float:
+    page_rect = page.rect
+    page_area = page_rect.width * page_rect.height
+    if page_area <= 0:
+        return 0.0
+    # Overlapping images are rare on real pages; the sum is capped rather than unioned.
+    covered = 0.0
+    for info in page.get_image_info():
+        box = pymupdf.Rect(info["bbox"]) & page_rect
+        if not box.is_empty:
+            covered += box.width * box.height
+    return min(1.0, covered / page_area)
+
+
+def _dpi_within_budget(width_pt: float, height_pt: float, dpi: int, max_pixels: int) -> int:
+    pixels = (width_pt / 72 * dpi) * (height_pt / 72 * dpi)
+    if pixels <= max_pixels:
+        return dpi
+    return max(1, math.floor(dpi * math.sqrt(max_pixels / pixels)))
+
+
+def _render_image_pages(
+    path: Path, numbers: Sequence[int], max_pixels: int
+) -> Iterator[RenderedPage]:
+    with Image.open(path) as image:
+        for number in numbers:
+            started = time.perf_counter()
+            image.seek(number - 1)
+            frame = image.convert("L" if image.mode in ("1", "L", "I;16") else "RGB")
+            dpi = _image_dpi(image)
+            if frame.width * frame.height > max_pixels:
+                scale = math.sqrt(max_pixels / (frame.width * frame.height))
+                new_size = (max(1, int(frame.width * scale)), max(1, int(frame.height * scale)))
+                frame = frame.resize(new_size, Image.Resampling.LANCZOS)
+                dpi = max(1, int(dpi * scale))
+            buffer = io.BytesIO()
+            frame.save(buffer, format="PNG", compress_level=3)
+            yield RenderedPage(
+                facts=PageFacts(
+                    number=number,
+                    width_pt=frame.width * 72 / dpi,
+                    height_pt=frame.height * 72 / dpi,
+                    text_chars=0,
+                    unreadable_chars=0,
+                    invisible_text_chars=0,
+                    image_coverage=1.0,
+                ),
+                image_png=buffer.getvalue(),
+                image_dpi=dpi,
+                image_width_px=frame.width,
+                image_height_px=frame.height,
+                pdf_page=None,
+                render_seconds=time.perf_counter() - started,
+            )
+
+
+def _image_dpi(image: Image.Image) -> int:
+    stated = image.info.get("dpi")
+    if stated and stated[0] and 50 <= float(stated[0]) <= 1200:
+        return round(float(stated[0]))
+    return DEFAULT_IMAGE_DPI
