@@ -82,10 +82,12 @@ def db(database_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_client() -> Iterator[redis.Redis]:
+    # Not flushed: other test sessions may share this database; the queue prefix
+    # keeps each session's messages apart.
     client = redis.Redis.from_url(TEST_ENV["PAGEMILL_BROKER_URL"])
-    client.flushdb()
     yield client
-    client.flushdb()
+    for key in client.scan_iter(f"{TEST_ENV['PAGEMILL_QUEUE_PREFIX']}*"):
+        client.delete(key)
 
 
 @pytest.fixture(scope="session")
