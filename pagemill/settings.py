@@ -4,11 +4,13 @@ variables (or a `.env` file) and every default is documented here.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Refused in production: see the validator below.
 DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
@@ -70,6 +72,22 @@ class Settings(BaseSettings):
     ocr_engine: Literal["rapidocr"] = Field(
         "rapidocr", description="The OCR engine `auto` uses for pages without a usable text layer."
     )
+    max_page_side_pt: float = Field(
+        14_400,
+        description="Largest page side accepted, in points; 14,400 pt (200 in) is the PDF "
+        "format's own limit, and bigger pages are bombs, not documents.",
+    )
+    max_image_pixels: int = Field(
+        100_000_000,
+        description="Largest image accepted, in pixels (a 600 dpi A0 scan is about 70 M).",
+    )
+    sandbox_memory_bytes: int = Field(
+        2 * 1024**3, description="Address-space limit of the child that opens a document."
+    )
+    sandbox_cpu_s: int = Field(600, description="CPU-time limit of that child.")
+    inspect_timeout_s: float = Field(
+        60, description="Wall-clock limit for checking an upload before the job is created."
+    )
     max_render_pixels: int = Field(
         40_000_000,
         description="Pixel budget for one rendered page; larger pages are rendered smaller.",
@@ -77,13 +95,123 @@ class Settings(BaseSettings):
 
     # --- Work.
     page_max_attempts: int = Field(
-        3, description="Attempts an OCR page gets before it is marked failed."
+        3, description="Engine failures a page may have before it is marked failed."
+    )
+    max_claims: int = Field(
+        20,
+        description="Claims of one page or one prepare (engine failures, outages and crashes "
+        "together) before it fails with its last error: no work retries forever.",
     )
     task_time_limit_s: int = Field(900, description="Hard time limit of any one task.")
+    page_lease_s: int = Field(
+        960,
+        description="How long a claimed page (or a preparing job) is held before another "
+        "worker may take it over; longer than the task time limit, so a live attempt is "
+        "never taken over.",
+    )
+    prepare_max_failures: int = Field(
+        3,
+        description="Renderer crashes or timeouts on one document before its job fails "
+        "(poison input).",
+    )
+    reaper_interval_s: float = Field(
+        15, description="How often a worker looks for work whose message was lost."
+    )
+    stale_after_s: float = Field(
+        120,
+        description="Queued work untouched this long has its message published again "
+        "(duplicates are harmless: every claim is conditional).",
+    )
     cpu_price_usd_per_hour: float = Field(
         0.05,
         description="What one CPU core-hour costs; page cost = compute seconds x price / 3600.",
     )
+
+    # --- Webhooks: completion callbacks (pagemill/webhooks/).
+    webhook_timeout_s: float = Field(
+        12, description="Connect, write and read timeout of one delivery attempt."
+    )
+    webhook_retry_schedule_s: Annotated[list[float], NoDecode] = Field(
+        [5, 300, 1800, 7200, 18000, 36000, 36000],
+        description="Delay before each retry after a failed attempt, in seconds, comma-separated "
+        "or a JSON list: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, so 8 attempts over about "
+        "27 hours; then the delivery is dead.",
+    )
+    webhook_retry_jitter: float = Field(
+        0.2,
+        description="Each retry delay is scaled by a random factor within +-this fraction, so "
+        "a receiver that comes back is not hit by every waiting delivery at once.",
+    )
+    webhook_max_retry_after_s: float = Field(
+        36000,
+        description="Longest Retry-After (on 429 and 5xx) that is honoured; longer requests "
+        "wait this long.",
+    )
+    webhook_max_countdown_s: float = Field(
+        600,
+        description="Retries due within this long ride in a delayed message; later ones are "
+        "published by the reaper when due (a delayed message held past the Redis visibility "
+        "timeout would be delivered twice).",
+    )
+    webhook_attempt_lease_s: float = Field(
+        120,
+        description="How long a claimed delivery is held before a lost attempt may be retried; "
+        "above three webhook timeouts, so a live attempt is never repeated.",
+    )
+    webhook_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Host names (as written in the URL) that may resolve to loopback, private, "
+        "link-local or other internal addresses; comma-separated. Empty: none may.",
+    )
+    webhook_allowed_cidrs: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Internal networks (e.g. 10.20.0.0/16) webhook destinations may resolve "
+        "to; comma-separated. Empty: none.",
+    )
+    webhook_link_expiry_s: int = Field(
+        7 * 24 * 3600,
+        description="Lifetime of the presigned S3 links in an event: the S3 maximum of 7 days, "
+        "so they outlive the retry schedule.",
+    )
+    webhook_secret_overlap_s: int = Field(
+        24 * 3600,
+        description="After a signing-secret rotation, how long the previous secret still "
+        "signs deliveries alongside the new one.",
+    )
+
+    @field_validator(
+        "webhook_retry_schedule_s", "webhook_allowed_hosts", "webhook_allowed_cidrs", mode="before"
+    )
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        # From the environment a list is "a,b,c" or a JSON list.
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_broken_webhook_settings(self) -> Settings:
+        if not self.webhook_retry_schedule_s or min(self.webhook_retry_schedule_s) < 0:
+            raise ValueError("PAGEMILL_WEBHOOK_RETRY_SCHEDULE_S needs one or more delays >= 0")
+        if not 0 <= self.webhook_retry_jitter < 1:
+            raise ValueError("PAGEMILL_WEBHOOK_RETRY_JITTER must be in [0, 1)")
+        if self.webhook_max_countdown_s >= self.broker_visibility_timeout_s:
+            raise ValueError(
+                "PAGEMILL_WEBHOOK_MAX_COUNTDOWN_S must be below "
+                "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, or delayed deliveries are sent twice"
+            )
+        if self.webhook_attempt_lease_s <= 3 * self.webhook_timeout_s:
+            raise ValueError(
+                "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S must exceed three PAGEMILL_WEBHOOK_TIMEOUT_S"
+            )
+        if not 1 <= self.webhook_link_expiry_s <= 7 * 24 * 3600:
+            raise ValueError("PAGEMILL_WEBHOOK_LINK_EXPIRY_S must be within 1 s and 7 days")
+        for cidr in self.webhook_allowed_cidrs:
+            ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad entry
+        return self
 
     @model_validator(mode="after")
     def _refuse_broken_combinations(self) -> Settings:
@@ -91,6 +219,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PAGEMILL_TASK_TIME_LIMIT_S must be below PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, "
                 "or Redis redelivers tasks that are still running"
+            )
+        if self.page_lease_s <= self.task_time_limit_s:
+            raise ValueError(
+                "PAGEMILL_PAGE_LEASE_S must exceed PAGEMILL_TASK_TIME_LIMIT_S, or live "
+                "pages are taken over by other workers"
             )
         if self.environment == "production" and self.s3_secret_key == DEVELOPMENT_S3_SECRET:
             raise ValueError("PAGEMILL_S3_SECRET_KEY still holds the development default")

@@ -7,18 +7,51 @@ callers reach them through the API or presigned URLs.
 
 from __future__ import annotations
 
+import functools
 import io
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ParamSpec, TypeVar
 
+import urllib3
 from minio import Minio
-from minio.error import S3Error
+from minio.error import MinioException, S3Error, ServerError
 
 from pagemill.settings import Settings, get_settings
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# S3 errors that mean "try again later", not "this request is wrong".
+_RETRYABLE_S3_CODES = frozenset(
+    {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "ServiceFailure"}
+)
+
+
+class StorageUnavailable(Exception):
+    """The object store cannot be reached or is failing; the operation may be retried."""
+
+
+def _outages_as_unavailable(method: Callable[P, T]) -> Callable[P, T]:
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(*args, **kwargs)
+        except S3Error as error:
+            if error.code in _RETRYABLE_S3_CODES:
+                raise StorageUnavailable(f"Object storage is failing: {error.code}") from error
+            raise
+        except (ServerError, urllib3.exceptions.HTTPError, OSError) as error:
+            raise StorageUnavailable(
+                f"Object storage is unreachable: {type(error).__name__}"
+            ) from error
+        except MinioException as error:
+            raise StorageUnavailable(f"Object storage error: {type(error).__name__}") from error
+
+    return wrapper
 
 
 class JobKeys:
@@ -52,15 +85,26 @@ class JobKeys:
 class ObjectStore:
     def __init__(self, settings: Settings) -> None:
         self.bucket = settings.s3_bucket
+        # Bounded timeouts and few retries: a dead endpoint must surface as an outage
+        # within seconds so the task can back off, not hang for minutes.
+        http_client = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=5, read=60),
+            maxsize=10,
+            retries=urllib3.Retry(
+                total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]
+            ),
+        )
         self._client = Minio(
             settings.s3_endpoint,
             access_key=settings.s3_access_key,
             secret_key=settings.s3_secret_key,
             secure=settings.s3_secure,
             region=settings.s3_region,
+            http_client=http_client,
         )
         self._bucket_checked = False
 
+    @_outages_as_unavailable
     def ensure_bucket(self) -> None:
         if self._bucket_checked:
             return
@@ -73,20 +117,24 @@ class ObjectStore:
                 raise
         self._bucket_checked = True
 
+    @_outages_as_unavailable
     def put_bytes(self, key: str, data: bytes, content_type: str) -> None:
         self.ensure_bucket()
         self._client.put_object(
             self.bucket, key, io.BytesIO(data), len(data), content_type=content_type
         )
 
+    @_outages_as_unavailable
     def put_file(self, key: str, path: Path, content_type: str) -> None:
         self.ensure_bucket()
         self._client.fput_object(self.bucket, key, str(path), content_type=content_type)
 
+    @_outages_as_unavailable
     def put_stream(self, key: str, stream: BinaryIO, length: int, content_type: str) -> None:
         self.ensure_bucket()
         self._client.put_object(self.bucket, key, stream, length, content_type=content_type)
 
+    @_outages_as_unavailable
     def get_bytes(self, key: str) -> bytes:
         response = self._client.get_object(self.bucket, key)
         try:
@@ -95,6 +143,7 @@ class ObjectStore:
             response.close()
             response.release_conn()
 
+    @_outages_as_unavailable
     def download_file(self, key: str, path: Path) -> None:
         self._client.fget_object(self.bucket, key, str(path))
 
@@ -106,6 +155,7 @@ class ObjectStore:
             response.close()
             response.release_conn()
 
+    @_outages_as_unavailable
     def exists(self, key: str) -> bool:
         try:
             self._client.stat_object(self.bucket, key)
@@ -115,6 +165,7 @@ class ObjectStore:
             raise
         return True
 
+    @_outages_as_unavailable
     def delete_prefix(self, prefix: str) -> None:
         for item in self._client.list_objects(self.bucket, prefix=prefix, recursive=True):
             if item.object_name is not None:

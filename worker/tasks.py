@@ -1,7 +1,9 @@
 """Thin Celery tasks: take ids, call a stage, publish what comes next.
 
-Each task says its queue (through the routes in pagemill.queue), its retries and
-its time limit where it is defined; the logic lives in worker.stages.
+Each task's queue comes from the routes in pagemill.queue; its retries are here.
+Outages of storage, database or broker are retried with capped exponential
+backoff; what outlasts the retries is found again by the reaper, and every
+claim is capped in the database, so no work retries forever.
 """
 
 from __future__ import annotations
@@ -11,22 +13,27 @@ import uuid
 from functools import lru_cache
 
 from celery import Task
+from sqlalchemy.exc import DBAPIError
 
 from pagemill.db.session import session_factory
 from pagemill.queue import FINALIZE_TASK, OCR_TASK, PREPARE_TASK, publish_finalize, publish_ocr
 from pagemill.settings import get_settings
-from pagemill.storage import get_object_store
+from pagemill.storage import StorageUnavailable, get_object_store
 from worker.celery_app import app
 from worker.stages.context import StageContext
 from worker.stages.finalize import finalize_job
 from worker.stages.ocr import PageOutcome, run_page
-from worker.stages.prepare import PrepareFailed, fail_prepare, prepare_job
+from worker.stages.prepare import PrepareRetry, prepare_job
 
 log = logging.getLogger(__name__)
 
-# Storage and database outages are retried this many times, with backoff, before
-# the job is failed with the error that stopped it.
-INFRASTRUCTURE_RETRIES = 5
+# About six minutes of outage are ridden out inside the task (2, 4, ... 60, 60 s).
+OUTAGE_RETRIES = 10
+OUTAGES = (StorageUnavailable, DBAPIError, ConnectionError)
+
+
+def _backoff_s(retries: int) -> int:
+    return min(60, 2 ** (retries + 1))
 
 
 @lru_cache(maxsize=1)
@@ -35,41 +42,36 @@ def _context() -> StageContext:
     return StageContext(settings=settings, sessions=session_factory(), store=get_object_store())
 
 
-@app.task(name=PREPARE_TASK, bind=True, max_retries=INFRASTRUCTURE_RETRIES)
+@app.task(name=PREPARE_TASK, bind=True, max_retries=OUTAGE_RETRIES)
 def prepare(task: Task, job_id: str) -> None:
-    ctx = _context()
     try:
-        prepare_job(ctx, uuid.UUID(job_id), publish_ocr)
-    except PrepareFailed as error:
-        fail_prepare(ctx, uuid.UUID(job_id), str(error))
-        return
-    except Exception as error:
-        if task.request.retries >= INFRASTRUCTURE_RETRIES:
-            fail_prepare(ctx, uuid.UUID(job_id), f"Preparing the document failed: {error}")
-            return
-        raise task.retry(exc=error, countdown=2 ** (task.request.retries + 1)) from error
+        prepare_job(_context(), uuid.UUID(job_id), publish_ocr)
+    except PrepareRetry as error:
+        raise task.retry(exc=error, countdown=5) from error
+    except OUTAGES as error:
+        log.warning("prepare %s: outage, retrying: %s", job_id, error)
+        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
 
 
-@app.task(name=OCR_TASK, bind=True, max_retries=INFRASTRUCTURE_RETRIES)
+@app.task(name=OCR_TASK, bind=True, max_retries=OUTAGE_RETRIES)
 def ocr_page(task: Task, page_id: int) -> None:
-    ctx = _context()
     try:
-        run = run_page(ctx, page_id)
-    except Exception as error:
-        # Engine errors are handled inside run_page; what reaches here is infrastructure.
-        raise task.retry(exc=error, countdown=2 ** (task.request.retries + 1)) from error
+        run = run_page(_context(), page_id)
+    except OUTAGES as error:
+        log.warning("page %s: outage, retrying: %s", page_id, error)
+        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
     if run.outcome is PageOutcome.retry:
         publish_ocr(page_id, countdown_s=run.retry_in_s)
     if run.job_complete and run.job_id is not None:
         publish_finalize(str(run.job_id))
 
 
-@app.task(name=FINALIZE_TASK, bind=True, max_retries=INFRASTRUCTURE_RETRIES)
+@app.task(name=FINALIZE_TASK, bind=True, max_retries=OUTAGE_RETRIES)
 def finalize(task: Task, job_id: str) -> None:
-    ctx = _context()
     try:
-        status = finalize_job(ctx, uuid.UUID(job_id))
-    except Exception as error:
-        raise task.retry(exc=error, countdown=2 ** (task.request.retries + 1)) from error
+        status = finalize_job(_context(), uuid.UUID(job_id))
+    except OUTAGES as error:
+        log.warning("finalize %s: outage, retrying: %s", job_id, error)
+        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
     if status is not None:
         log.info("job %s %s", job_id, status.value)

@@ -80,9 +80,12 @@ class Job(TimestampMixin, Base):
     pages_total: Mapped[int] = mapped_column(Integer)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
-    # Counted in the database, not in the message: a document that kills the
-    # process that opens it must not be retried forever.
+    # Claims of the prepare stage: the fencing token, and capped so that nothing retries
+    # forever. Failures of the renderer itself (a poison document) have a lower cap.
+    # Both are counted here, not in messages, which a crash can lose.
     prepare_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    prepare_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    prepare_lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -119,6 +122,8 @@ class Page(TimestampMixin, Base):
     # Incremented by every claim; a finishing write must carry the attempt it claimed,
     # so a worker that stalled past its lease cannot overwrite newer work.
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Engine errors on this page; capped lower than attempts, which outages also use up.
+    engine_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     # What prepare saw.

@@ -12,7 +12,9 @@ from pathlib import Path
 import pymupdf
 from PIL import Image
 
+from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import SourceKind
+from pagemill.settings import Settings
 
 _MAGIC: list[tuple[bytes, SourceKind]] = [
     (b"%PDF-", SourceKind.pdf),
@@ -60,25 +62,36 @@ def sniff_kind(head: bytes) -> SourceKind | None:
     return None
 
 
-def inspect_document(path: Path) -> DocumentInfo:
-    """Open the file as its magic bytes say and check it can be rendered."""
-    size = path.stat().st_size
-    if size == 0:
+def sniff_file(path: Path) -> SourceKind:
+    """The cheap checks, safe in any process: not empty, a type we take."""
+    if path.stat().st_size == 0:
         raise DocumentRejected("empty_file", "The uploaded file is empty.", 422)
     with path.open("rb") as handle:
-        head = handle.read(1024)
-    kind = sniff_kind(head)
+        kind = sniff_kind(handle.read(1024))
     if kind is None:
         raise DocumentRejected(
             "unsupported_type",
             "The file is not a PDF or a PNG, JPEG, TIFF or WebP image.",
             415,
         )
-    page_count = _inspect_pdf(path) if kind is SourceKind.pdf else _inspect_image(path, kind)
+    return kind
+
+
+def inspect_document(
+    path: Path, max_page_side_pt: float = 14_400, max_image_pixels: int = 100_000_000
+) -> DocumentInfo:
+    """Open the file as its magic bytes say and check it can be rendered.
+
+    Parses untrusted bytes: call it in a sandboxed child (`inspect_untrusted`)."""
+    kind = sniff_file(path)
+    if kind is SourceKind.pdf:
+        page_count = _inspect_pdf(path, max_page_side_pt)
+    else:
+        page_count = _inspect_image(path, kind, max_image_pixels)
     return DocumentInfo(kind=kind, page_count=page_count)
 
 
-def _inspect_pdf(path: Path) -> int:
+def _inspect_pdf(path: Path, max_page_side_pt: float) -> int:
     try:
         document = pymupdf.open(str(path), filetype="pdf")
     except Exception as error:
@@ -93,14 +106,30 @@ def _inspect_pdf(path: Path) -> int:
             raise _damaged(SourceKind.pdf)
         if document.is_repaired and not _first_page_renders(document):
             raise _damaged(SourceKind.pdf)
+        for index in range(document.page_count):
+            box = document.page_cropbox(index)
+            if max(box.width, box.height) > max_page_side_pt:
+                raise DocumentRejected(
+                    "page_too_large",
+                    f"Page {index + 1} is {box.width:.0f} x {box.height:.0f} points; the "
+                    f"largest page side accepted is {max_page_side_pt:.0f} points.",
+                )
         return int(document.page_count)
 
 
-def _inspect_image(path: Path, kind: SourceKind) -> int:
+def _inspect_image(path: Path, kind: SourceKind, max_image_pixels: int) -> int:
     try:
         with Image.open(path) as image:
+            if image.width * image.height > max_image_pixels:
+                raise DocumentRejected(
+                    "image_too_large",
+                    f"The image is {image.width} x {image.height} pixels; the limit is "
+                    f"{max_image_pixels:,} pixels.",
+                )
             frames = int(getattr(image, "n_frames", 1))
             image.verify()
+    except DocumentRejected:
+        raise
     except Image.DecompressionBombError as error:
         raise DocumentRejected(
             "image_too_large", "The image has too many pixels to process safely."
@@ -123,3 +152,21 @@ def _first_page_renders(document: pymupdf.Document) -> bool:
     except Exception:
         return False
     return True
+
+
+def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
+    """inspect_document in a sandboxed child; a crash or hang rejects the upload."""
+    sniff_file(path)
+    limits = Limits(
+        settings.sandbox_memory_bytes, settings.sandbox_cpu_s, settings.inspect_timeout_s
+    )
+    args = [str(path), str(settings.max_page_side_pt), str(settings.max_image_pixels)]
+    try:
+        [line] = list(run_sandboxed("pagemill.documents.inspect_child", args, limits))
+    except DocumentVerdict as verdict:
+        raise DocumentRejected(verdict.code, verdict.message, verdict.http_status) from None
+    except SandboxFailed as failure:
+        raise DocumentRejected(
+            "unreadable_document", f"The document cannot be processed safely: {failure}."
+        ) from None
+    return DocumentInfo(kind=SourceKind(line["kind"]), page_count=int(line["page_count"]))

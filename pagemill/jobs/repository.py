@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from pagemill.db.models import Job, Page
 from pagemill.domain import (
-    TERMINAL_JOB_STATUSES,
     TERMINAL_PAGE_STATUSES,
     JobStatus,
     PageStatus,
@@ -58,18 +57,43 @@ def get_page_by_number(session: Session, job_id: uuid.UUID, number: int) -> Page
     return session.scalar(select(Page).where(Page.job_id == job_id, Page.number == number))
 
 
-def start_job(session: Session, job_id: uuid.UUID) -> Job | None:
-    """Move a queued job to running. A job already running (a redelivered prepare)
-    is returned as is; a terminal one is not returned at all."""
-    session.execute(
+def claim_prepare(session: Session, job_id: uuid.UUID, lease: timedelta) -> Job | None:
+    """Take a job's prepare stage for one attempt, or None when it is not ours: the
+    job ended, its pages are all recorded, or another attempt holds a live lease."""
+    claimed = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.queued)
-        .values(status=JobStatus.running, started_at=func.now())
-    )
-    job = session.get(Job, job_id, populate_existing=True)
-    if job is None or job.status in TERMINAL_JOB_STATUSES:
+        .where(
+            Job.id == job_id,
+            (Job.status == JobStatus.queued)
+            | ((Job.status == JobStatus.running) & (Job.prepare_lease_expires_at < func.now())),
+        )
+        .values(
+            status=JobStatus.running,
+            started_at=func.coalesce(Job.started_at, func.now()),
+            prepare_attempts=Job.prepare_attempts + 1,
+            prepare_lease_expires_at=func.now() + lease,
+        )
+        .returning(Job.id)
+    ).one_or_none()
+    if claimed is None:
         return None
-    return job
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def finish_prepare(session: Session, job_id: uuid.UUID, attempt: int) -> bool:
+    """Release the prepare lease: every page is recorded. Fenced by the attempt."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.prepare_attempts == attempt)
+        .values(prepare_lease_expires_at=None)
+        .returning(Job.id)
+    )
+    return result.one_or_none() is not None
+
+
+def job_is_running(session: Session, job_id: uuid.UUID) -> bool:
+    status = session.scalar(select(Job.status).where(Job.id == job_id))
+    return status is JobStatus.running
 
 
 def insert_page(session: Session, values: dict[str, Any]) -> None:
@@ -182,6 +206,7 @@ def complete_job(
         .values(
             status=status,
             finished_at=func.now(),
+            prepare_lease_expires_at=None,
             error_code=error_code,
             error_message=error_message,
         )
@@ -200,3 +225,106 @@ def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
             .values(status=PageStatus.cancelled, finished_at=func.now())
         )
     return cancelled
+
+
+# --- Recovery: work whose message was lost. Each query touches what it returns,
+# so one lost message is published again once per stale period, not every tick.
+
+
+def _stale(column: Any, stale: timedelta) -> Any:
+    return column < func.now() - stale
+
+
+def take_stale_queued_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]:
+    return list(
+        session.scalars(
+            update(Job)
+            .where(Job.status == JobStatus.queued, _stale(Job.updated_at, stale))
+            .values(updated_at=func.now())
+            .returning(Job.id)
+        )
+    )
+
+
+def take_abandoned_prepares(session: Session, stale: timedelta) -> list[uuid.UUID]:
+    """Running jobs whose prepare lease ran out before every page was recorded."""
+    return list(
+        session.scalars(
+            update(Job)
+            .where(
+                Job.status == JobStatus.running,
+                Job.prepare_lease_expires_at < func.now(),
+                _stale(Job.updated_at, stale),
+            )
+            .values(updated_at=func.now())
+            .returning(Job.id)
+        )
+    )
+
+
+def take_stranded_pages(session: Session, stale: timedelta) -> list[int]:
+    """Pages queued with no message in sight, or running on a lease that ran out."""
+    job_is_live = (
+        select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
+    )
+    queued_too_long = (Page.status == PageStatus.queued) & _stale(Page.updated_at, stale)
+    lease_ran_out = (
+        (Page.status == PageStatus.running)
+        & (Page.lease_expires_at < func.now())
+        & _stale(Page.updated_at, stale)
+    )
+    return list(
+        session.scalars(
+            update(Page)
+            .where(job_is_live, queued_too_long | lease_ran_out)
+            .values(updated_at=func.now())
+            .returning(Page.id)
+        )
+    )
+
+
+def take_unfinalized_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]:
+    """Running jobs, fully prepared, whose pages have all ended but which never finalized."""
+    unfinished = (
+        select(Page.id)
+        .where(Page.job_id == Job.id, Page.status.not_in(TERMINAL_PAGE_STATUSES))
+        .exists()
+    )
+    recorded = select(func.count(Page.id)).where(Page.job_id == Job.id).scalar_subquery()
+    return list(
+        session.scalars(
+            update(Job)
+            .where(
+                Job.status == JobStatus.running,
+                Job.prepare_lease_expires_at.is_(None),
+                ~unfinished,
+                recorded >= Job.pages_total,
+                _stale(Job.updated_at, stale),
+            )
+            .values(updated_at=func.now())
+            .returning(Job.id)
+        )
+    )
+
+
+def count_prepare_failure(session: Session, job_id: uuid.UUID, attempt: int) -> int:
+    """Count a renderer failure and release the lease at once, so the retry need not
+    wait for it to run out. Returns the failures so far."""
+    failures = session.scalar(
+        update(Job)
+        .where(Job.id == job_id, Job.prepare_attempts == attempt)
+        .values(
+            prepare_failures=Job.prepare_failures + 1,
+            prepare_lease_expires_at=func.now(),
+        )
+        .returning(Job.prepare_failures)
+    )
+    return int(failures or 0)
+
+
+def release_prepare(session: Session, job_id: uuid.UUID, attempt: int) -> None:
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.prepare_attempts == attempt, Job.status == JobStatus.running)
+        .values(prepare_lease_expires_at=func.now())
+    )

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Client, Job
-from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_document
+from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
 from pagemill.documents.pagerange import PageRangeError, parse_page_selection
 from pagemill.domain import JobStatus, LicenseUse
 from pagemill.jobs import repository
@@ -116,7 +116,7 @@ def submit_job(
             "invalid_engine", f"The engine must be one of {', '.join(ENGINE_CHOICES)}."
         )
     try:
-        info = inspect_document(upload.path)
+        info = inspect_untrusted(upload.path, settings)
     except DocumentRejected as rejected:
         raise SubmissionRejected(rejected.code, rejected.message, rejected.http_status) from None
     try:

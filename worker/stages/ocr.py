@@ -1,33 +1,44 @@
-"""ocr: one page through its engine, Markdown to S3, the result on the page row."""
+"""ocr: one page through its engine, Markdown to S3, the result on the page row.
+
+Three kinds of failure, three answers:
+- the engine fails on the page: counted on the page, retried with backoff, then
+  the page fails with the engine's message;
+- storage or the database is unreachable: the claim is released and the task
+  retries with backoff; it costs the page nothing but a claim;
+- the worker dies: the lease runs out and the reaper publishes the page again.
+Claims of every kind are capped, so nothing retries forever.
+"""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from enum import StrEnum
+from typing import ParamSpec, TypeVar
 
 from pagemill.domain import PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.repository import PageClaim
-from pagemill.storage import JobKeys
-from worker.engines.base import EngineError, PageFacts, PageInput
+from pagemill.storage import JobKeys, StorageUnavailable
+from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine
 from worker.stages.context import StageContext
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
-# The lease outlives the task's hard time limit, so a live attempt is never reclaimed.
-LEASE_MARGIN_S = 60
-# Backoff between attempts of a failing page: seconds, by attempt number.
-RETRY_BACKOFF_S = (2.0, 10.0, 30.0)
+# Backoff between engine attempts of a failing page: seconds, by failure count.
+ENGINE_RETRY_BACKOFF_S = (2.0, 10.0, 30.0)
 
 
 class PageOutcome(StrEnum):
     succeeded = "succeeded"
-    retry = "retry"
+    retry = "retry"  # publish the page again after retry_in_s
     failed = "failed"
     skipped = "skipped"  # done, cancelled or held by another attempt
 
@@ -40,25 +51,87 @@ class PageRun:
     retry_in_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class _ClaimedPage:
+    claim: PageClaim
+    engine_name: str
+    facts: PageFacts
+    image_dpi: int
+    engine_failures: int
+
+
 def run_page(ctx: StageContext, page_id: int) -> PageRun:
-    lease = timedelta(seconds=ctx.settings.task_time_limit_s + LEASE_MARGIN_S)
+    """Raises StorageUnavailable (after releasing the claim) when S3 cannot be reached."""
+    claimed = _claim(ctx, page_id)
+    if isinstance(claimed, PageRun):
+        return claimed
+    keys = JobKeys(claimed.claim.job_id)
+    page_input = _released_on_outage(ctx, claimed.claim, _load_page_input, ctx, keys, claimed)
+    try:
+        result = get_engine(claimed.engine_name).convert(page_input)
+    except Exception as error:
+        return _record_engine_failure(ctx, claimed, error)
+    _released_on_outage(ctx, claimed.claim, _store_markdown, ctx, keys, claimed.claim, result)
+    return _record_success(ctx, claimed.claim, result)
+
+
+def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
+    lease = timedelta(seconds=ctx.settings.page_lease_s)
     with ctx.sessions.begin() as session:
         claim = repository.claim_page(session, page_id, lease)
         if claim is None:
             return PageRun(PageOutcome.skipped)
         page = repository.get_page(session, page_id)
         assert page is not None
-        engine_name = page.engine or ctx.settings.ocr_engine
-        facts = PageFacts(**page.facts)
-        image_dpi = page.image_dpi or 150
-    keys = JobKeys(claim.job_id)
-    try:
-        page_input = _load_page_input(ctx, keys, claim.number, engine_name, facts, image_dpi)
-        result = get_engine(engine_name).convert(page_input)
-    except Exception as error:
-        return _record_failure(ctx, claim, error)
+        if claim.attempt > ctx.settings.max_claims:
+            message = f"Gave up after {claim.attempt - 1} attempts; last error: {page.error}"
+            repository.finish_page(session, claim, {"status": PageStatus.failed, "error": message})
+            complete = repository.all_pages_terminal(session, claim.job_id)
+            return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
+        return _ClaimedPage(
+            claim=claim,
+            engine_name=page.engine or ctx.settings.ocr_engine,
+            facts=PageFacts(**page.facts),
+            image_dpi=page.image_dpi or 150,
+            engine_failures=page.engine_failures,
+        )
+
+
+def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> PageInput:
+    number = page.claim.number
+    # The text layer engine never looks at pixels: skip fetching them.
+    if page.engine_name == "textlayer":
+        pdf_page = ctx.store.get_bytes(keys.page_pdf(number))
+        return PageInput(page.facts, b"", page.image_dpi, pdf_page)
+    image = ctx.store.get_bytes(keys.page_image(number))
+    return PageInput(page.facts, image, page.image_dpi, None)
+
+
+def _store_markdown(
+    ctx: StageContext, keys: JobKeys, claim: PageClaim, result: EngineResult
+) -> None:
+    # Deterministic key: a second attempt overwrites, it never adds a copy.
     ctx.store.put_bytes(keys.page_markdown(claim.number), result.markdown.encode(), "text/markdown")
-    compute_seconds = result.compute_seconds
+
+
+def _released_on_outage(
+    ctx: StageContext,
+    claim: PageClaim,
+    operation: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    try:
+        return operation(*args, **kwargs)
+    except StorageUnavailable as outage:
+        with ctx.sessions.begin() as session:
+            repository.finish_page(
+                session, claim, {"status": PageStatus.queued, "error": str(outage)}
+            )
+        raise
+
+
+def _record_success(ctx: StageContext, claim: PageClaim, result: EngineResult) -> PageRun:
     with ctx.sessions.begin() as session:
         finished = repository.finish_page(
             session,
@@ -66,8 +139,8 @@ def run_page(ctx: StageContext, page_id: int) -> PageRun:
             {
                 "status": PageStatus.succeeded,
                 "device_kind": result.device_kind,
-                "compute_seconds": compute_seconds,
-                "cost_usd": _cost_usd(compute_seconds, ctx.settings.cpu_price_usd_per_hour),
+                "compute_seconds": result.compute_seconds,
+                "cost_usd": _cost_usd(result.compute_seconds, ctx.settings.cpu_price_usd_per_hour),
                 "output_chars": len(result.markdown),
                 "prompt_tokens": result.prompt_tokens,
                 "output_tokens": result.output_tokens,
@@ -77,37 +150,29 @@ def run_page(ctx: StageContext, page_id: int) -> PageRun:
             },
         )
         if not finished:
-            log.info("page %s attempt %s lost its claim; result discarded", page_id, claim.attempt)
+            log.info(
+                "page %s attempt %s lost its claim; result discarded", claim.page_id, claim.attempt
+            )
             return PageRun(PageOutcome.skipped)
         complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=complete)
 
 
-def _load_page_input(
-    ctx: StageContext,
-    keys: JobKeys,
-    number: int,
-    engine_name: str,
-    facts: PageFacts,
-    image_dpi: int,
-) -> PageInput:
-    # The text layer engine never looks at pixels: skip fetching them.
-    image = b"" if engine_name == "textlayer" else ctx.store.get_bytes(keys.page_image(number))
-    pdf_page = ctx.store.get_bytes(keys.page_pdf(number)) if engine_name == "textlayer" else None
-    return PageInput(facts=facts, image_png=image, image_dpi=image_dpi, pdf_page=pdf_page)
-
-
-def _record_failure(ctx: StageContext, claim: PageClaim, error: Exception) -> PageRun:
+def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Exception) -> PageRun:
+    claim = page.claim
     message = str(error) if isinstance(error, EngineError) else f"{type(error).__name__}: {error}"
-    final = claim.attempt >= ctx.settings.page_max_attempts
+    failures = page.engine_failures + 1
+    final = failures >= ctx.settings.page_max_attempts
     log.warning("page %s attempt %s failed: %s", claim.page_id, claim.attempt, message)
     with ctx.sessions.begin() as session:
         status = PageStatus.failed if final else PageStatus.queued
-        written = repository.finish_page(session, claim, {"status": status, "error": message})
+        written = repository.finish_page(
+            session, claim, {"status": status, "error": message, "engine_failures": failures}
+        )
         if not written:
             return PageRun(PageOutcome.skipped)
         if not final:
-            backoff = RETRY_BACKOFF_S[min(claim.attempt, len(RETRY_BACKOFF_S)) - 1]
+            backoff = ENGINE_RETRY_BACKOFF_S[min(failures, len(ENGINE_RETRY_BACKOFF_S)) - 1]
             return PageRun(PageOutcome.retry, claim.job_id, retry_in_s=backoff)
         complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)

@@ -1,31 +1,38 @@
-"""prepare: count the pages, route each, render it once, store it, queue its OCR."""
+"""prepare: count the pages, route each, render it once, store it, queue its OCR.
+
+Rendering runs in a sandboxed child (pagemill.documents.sandbox): a document that
+crashes or hangs the renderer costs a subprocess, and after a few such failures
+the job fails with the reason, while the worker lives on.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
 from pagemill.db.models import Page
 from pagemill.documents.pagerange import parse_page_selection
+from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import JobStatus
 from pagemill.jobs import repository
 from pagemill.storage import JobKeys
+from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
 from worker.engines.router import route_page
-from worker.render import RenderedPage, render_pages
 from worker.stages.context import StageContext
 
 log = logging.getLogger(__name__)
 
 
-class PrepareFailed(Exception):
-    """The document cannot be split into pages; retrying will not help."""
+class PrepareRetry(Exception):
+    """The renderer failed below the cap; try the job again shortly."""
 
 
 def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int], None]) -> int:
@@ -34,33 +41,56 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
     Safe to run twice: pages already recorded are skipped, and OCR messages for
     queued pages are published again (a duplicate OCR message is harmless).
     """
+    lease = timedelta(seconds=ctx.settings.page_lease_s)
     with ctx.sessions.begin() as session:
-        job = repository.start_job(session, job_id)
+        job = repository.claim_prepare(session, job_id, lease)
         if job is None:
+            return 0
+        attempt = job.prepare_attempts
+        if attempt > ctx.settings.max_claims:
+            reason = f"The document could not be prepared in {attempt - 1} attempts."
+            repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
             return 0
         numbers = parse_page_selection(job.page_selection, job.document_pages)
         done = set(session.scalars(select(Page.number).where(Page.job_id == job_id)))
         requested_engine, kind = job.engine, job.source_kind
     keys = JobKeys(job_id)
     todo = [number for number in numbers if number not in done]
-    dpi = render_dpi_for(ctx.settings.ocr_engine)
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
         source = Path(workdir) / "source"
         ctx.store.download_file(keys.source, source)
+        args = [
+            str(source),
+            kind.value,
+            str(render_dpi_for(ctx.settings.ocr_engine)),
+            str(ctx.settings.max_render_pixels),
+            workdir,
+            ",".join(str(number) for number in todo),
+        ]
+        limits = Limits(
+            ctx.settings.sandbox_memory_bytes,
+            ctx.settings.sandbox_cpu_s,
+            ctx.settings.task_time_limit_s * 0.8,
+        )
         try:
-            pages = render_pages(source, kind, todo, dpi, ctx.settings.max_render_pixels)
-            for rendered in pages:
+            for line in run_sandboxed("worker.render_child", args, limits):
                 if not _job_still_running(ctx, job_id):
                     return 0  # cancelled while preparing: pages not yet stored never run
-                page_id = _store_page(ctx, job_id, keys, rendered, requested_engine)
+                page_id = _store_page(ctx, job_id, keys, line, requested_engine)
                 if page_id is not None:
                     publish_ocr(page_id)
-        except Exception as error:
-            # Storage and database errors are raised on; only the document's own are final.
-            if _is_document_error(error):
-                raise PrepareFailed(f"A page could not be rendered: {error}") from error
+        except DocumentVerdict as verdict:
+            _fail(ctx, job_id, verdict.message)
+            return 0
+        except SandboxFailed as failure:
+            _record_render_failure(ctx, job_id, attempt, str(failure))
+            return 0
+        except Exception:
+            # Storage or database trouble: free the job for the retry at once.
+            _release(ctx, job_id, attempt)
             raise
     with ctx.sessions.begin() as session:
+        repository.finish_prepare(session, job_id, attempt)
         queued = repository.queued_page_ids(session, job_id)
     for page_id in queued:
         publish_ocr(page_id)
@@ -68,34 +98,33 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
 
 
 def _store_page(
-    ctx: StageContext,
-    job_id: uuid.UUID,
-    keys: JobKeys,
-    rendered: RenderedPage,
-    requested_engine: str,
+    ctx: StageContext, job_id: uuid.UUID, keys: JobKeys, line: dict[str, Any], requested: str
 ) -> int | None:
-    number = rendered.facts.number
-    route = route_page(
-        requested_engine, rendered.facts, rendered.pdf_page is not None, ctx.settings.ocr_engine
-    )
-    ctx.store.put_bytes(keys.page_image(number), rendered.image_png, "image/png")
-    if rendered.pdf_page is not None:
-        ctx.store.put_bytes(keys.page_pdf(number), rendered.pdf_page, "application/pdf")
+    facts = PageFacts(**line["facts"])
+    number = facts.number
+    route = route_page(requested, facts, line["pdf_path"] is not None, ctx.settings.ocr_engine)
+    image_path = Path(line["image_path"])
+    ctx.store.put_file(keys.page_image(number), image_path, "image/png")
+    image_path.unlink()
+    if line["pdf_path"] is not None:
+        pdf_path = Path(line["pdf_path"])
+        ctx.store.put_file(keys.page_pdf(number), pdf_path, "application/pdf")
+        pdf_path.unlink()
     with ctx.sessions.begin() as session:
         repository.insert_page(
             session,
             {
                 "job_id": job_id,
                 "number": number,
-                "width_pt": rendered.facts.width_pt,
-                "height_pt": rendered.facts.height_pt,
-                "image_width_px": rendered.image_width_px,
-                "image_height_px": rendered.image_height_px,
-                "image_dpi": rendered.image_dpi,
-                "text_chars": rendered.facts.text_chars,
-                "image_coverage": rendered.facts.image_coverage,
-                "facts": dataclasses.asdict(rendered.facts),
-                "render_seconds": rendered.render_seconds,
+                "width_pt": facts.width_pt,
+                "height_pt": facts.height_pt,
+                "image_width_px": line["image_width_px"],
+                "image_height_px": line["image_height_px"],
+                "image_dpi": line["image_dpi"],
+                "text_chars": facts.text_chars,
+                "image_coverage": facts.image_coverage,
+                "facts": line["facts"],
+                "render_seconds": line["render_seconds"],
                 "engine": route.engine,
                 "engine_reason": route.reason,
             },
@@ -106,15 +135,36 @@ def _store_page(
 
 def _job_still_running(ctx: StageContext, job_id: uuid.UUID) -> bool:
     with ctx.sessions() as session:
-        job = repository.get_job(session, job_id)
-        return job is not None and job.status is JobStatus.running
+        return repository.job_is_running(session, job_id)
 
 
-def _is_document_error(error: Exception) -> bool:
-    module = type(error).__module__ or ""
-    return module.startswith(("pymupdf", "PIL")) or isinstance(error, (ValueError, EOFError))
+def _record_render_failure(ctx: StageContext, job_id: uuid.UUID, attempt: int, why: str) -> None:
+    """A crash or a timeout may be the machine's fault once; a few in a row are the
+    document's. Below the cap the lease is released so the job is tried again."""
+    log.warning("job %s prepare attempt %s: %s", job_id, attempt, why)
+    with ctx.sessions.begin() as session:
+        failures = repository.count_prepare_failure(session, job_id, attempt)
+        if failures >= ctx.settings.prepare_max_failures:
+            repository.complete_job(
+                session,
+                job_id,
+                JobStatus.failed,
+                "prepare_failed",
+                f"The document could not be prepared: {why} ({failures} attempts).",
+            )
+            return
+    raise PrepareRetry(why)
 
 
-def fail_prepare(ctx: StageContext, job_id: uuid.UUID, message: str) -> None:
+def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int) -> None:
+    try:
+        with ctx.sessions.begin() as session:
+            repository.release_prepare(session, job_id, attempt)
+    except Exception:
+        log.warning("could not release prepare of job %s; its lease will run out", job_id)
+
+
+def _fail(ctx: StageContext, job_id: uuid.UUID, message: str) -> None:
     with ctx.sessions.begin() as session:
         repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", message)
+

@@ -1,8 +1,8 @@
-"""idempotency keys and prepare attempts
+"""idempotency keys, leases and failure counts
 
 Revision ID: 0002
 Revises: 0001
-Create Date: 2026-12-02 14:09:50.856320
+Create Date: 2026-12-02 14:12:16.279719
 """
 
 from collections.abc import Sequence
@@ -52,9 +52,21 @@ def upgrade() -> None:
     op.add_column(
         "jobs", sa.Column("prepare_attempts", sa.Integer(), server_default="0", nullable=False)
     )
+    op.add_column(
+        "jobs", sa.Column("prepare_failures", sa.Integer(), server_default="0", nullable=False)
+    )
+    op.add_column(
+        "jobs", sa.Column("prepare_lease_expires_at", sa.DateTime(timezone=True), nullable=True)
+    )
+    op.add_column(
+        "pages", sa.Column("engine_failures", sa.Integer(), server_default="0", nullable=False)
+    )
 
 
 def downgrade() -> None:
+    op.drop_column("pages", "engine_failures")
+    op.drop_column("jobs", "prepare_lease_expires_at")
+    op.drop_column("jobs", "prepare_failures")
     op.drop_column("jobs", "prepare_attempts")
     op.drop_index(op.f("ix_idempotency_keys_created_at"), table_name="idempotency_keys")
     op.drop_table("idempotency_keys")

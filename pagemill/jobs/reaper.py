@@ -1,0 +1,90 @@
+"""The reaper: publishes again any work whose message was lost.
+
+Publishing happens after commit, so a crash (or a broker that lost its data)
+between the commit and the publish leaves a job or page that no message points
+at. The database is the outbox: every few seconds one worker, chosen by a
+Postgres advisory lock, looks for such rows and publishes their messages again.
+Duplicates are harmless because every stage claims its work conditionally.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from pagemill import queue
+from pagemill.jobs import repository
+from pagemill.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Any constant works; it only has to be the same in every process.
+REAPER_LOCK_KEY = 0x7061_6765
+
+
+@dataclass
+class ReapReport:
+    prepares: list[str] = field(default_factory=list)
+    pages: list[int] = field(default_factory=list)
+    finalizes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.prepares) + len(self.pages) + len(self.finalizes)
+
+
+def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport | None:
+    """One pass. None when another process holds the reaper lock."""
+    stale = timedelta(seconds=settings.stale_after_s)
+    report = ReapReport()
+    with sessions.begin() as session:
+        got_lock = session.scalar(
+            text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": REAPER_LOCK_KEY}
+        )
+        if not got_lock:
+            return None
+        report.prepares = [
+            str(job_id)
+            for job_id in repository.take_stale_queued_jobs(session, stale)
+            + repository.take_abandoned_prepares(session, stale)
+        ]
+        report.pages = repository.take_stranded_pages(session, stale)
+        report.finalizes = [str(i) for i in repository.take_unfinalized_jobs(session, stale)]
+    for job_id in report.prepares:
+        queue.publish_prepare(job_id)
+    for page_id in report.pages:
+        queue.publish_ocr(page_id)
+    for job_id in report.finalizes:
+        queue.publish_finalize(job_id)
+    if report.total:
+        log.warning(
+            "republished lost work: %d prepare, %d page, %d finalize",
+            len(report.prepares),
+            len(report.pages),
+            len(report.finalizes),
+        )
+    return report
+
+
+def run_reaper(sessions: sessionmaker[Session], settings: Settings, stop: threading.Event) -> None:
+    """Reap until `stop` is set. Errors are logged and the loop goes on: a database
+    or broker outage is exactly when lost work piles up."""
+    while not stop.wait(settings.reaper_interval_s):
+        try:
+            reap_once(sessions, settings)
+        except Exception:
+            log.exception("reaper pass failed; retrying next interval")
+
+
+def start_reaper_thread(sessions: sessionmaker[Session], settings: Settings) -> threading.Event:
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_reaper, args=(sessions, settings, stop), name="pagemill-reaper", daemon=True
+    )
+    thread.start()
+    return stop
