@@ -16,6 +16,9 @@ from pagemill.settings import Settings, get_settings
 PREPARE_TASK = "pagemill.prepare"
 OCR_TASK = "pagemill.ocr_page"
 FINALIZE_TASK = "pagemill.finalize"
+WEBHOOK_DELIVERY_TASK = "pagemill.webhooks.deliver"
+# Its own queue: slow or dead receivers must never hold up pages.
+WEBHOOKS_QUEUE = "webhooks"
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -37,11 +40,13 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         task_time_limit=settings.task_time_limit_s,
-        task_soft_time_limit=max(1, settings.task_time_limit_s - 30),
+        # The soft limit leaves a tenth of the hard limit (at most 30 s) to clean up.
+        task_soft_time_limit=settings.task_time_limit_s - min(30, settings.task_time_limit_s // 10),
         task_routes={
             PREPARE_TASK: {"queue": settings.queue(Stage.prepare)},
             OCR_TASK: {"queue": settings.queue(Stage.ocr)},
             FINALIZE_TASK: {"queue": settings.queue(Stage.finalize)},
+            WEBHOOK_DELIVERY_TASK: {"queue": settings.queue(WEBHOOKS_QUEUE)},
         },
         task_default_queue=settings.queue(Stage.prepare),
         worker_hijack_root_logger=False,
@@ -64,3 +69,7 @@ def publish_ocr(page_id: int, countdown_s: float | None = None) -> None:
 
 def publish_finalize(job_id: str) -> None:
     get_celery().send_task(FINALIZE_TASK, args=[job_id])
+
+
+def publish_webhook_delivery(delivery_id: str, countdown_s: float | None = None) -> None:
+    get_celery().send_task(WEBHOOK_DELIVERY_TASK, args=[delivery_id], countdown=countdown_s)

@@ -114,6 +114,11 @@ class Settings(BaseSettings):
         description="Renderer crashes or timeouts on one document before its job fails "
         "(poison input).",
     )
+    outage_retries: int = Field(
+        10,
+        description="Retries, with backoff of 2 s doubling to 60 s, that a task spends riding "
+        "out a storage or database outage (10: about six minutes) before the reaper takes over.",
+    )
     reaper_interval_s: float = Field(
         15, description="How often a worker looks for work whose message was lost."
     )

@@ -44,7 +44,13 @@ TEST_ENV = {
     "PAGEMILL_S3_SECRET_KEY": S3_SECRET_KEY,
     "PAGEMILL_S3_BUCKET": f"pagemill-test-{RUN_ID}",
     "PAGEMILL_TASK_TIME_LIMIT_S": "300",
-    "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "600",
+    "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "900",
+    # Webhooks: a compressed retry schedule (5 attempts in a few seconds), and the
+    # tests' receivers listen on 127.0.0.1, which must be allowlisted explicitly.
+    "PAGEMILL_WEBHOOK_RETRY_SCHEDULE_S": "0.5,1,1,1",
+    "PAGEMILL_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+    "PAGEMILL_WEBHOOK_TIMEOUT_S": "5",
+    "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S": "30",
 }
 # Set before anything reads settings, so in-process code and child processes agree.
 os.environ.update(TEST_ENV)
@@ -111,7 +117,7 @@ def worker_process(
     database_url: str, redis_client: redis.Redis, s3: Any
 ) -> Iterator[subprocess.Popen[bytes]]:
     prefix = TEST_ENV["PAGEMILL_QUEUE_PREFIX"]
-    queues = ",".join(f"{prefix}{stage}" for stage in ("prepare", "ocr", "finalize"))
+    queues = ",".join(f"{prefix}{stage}" for stage in ("prepare", "ocr", "finalize", "webhooks"))
     process = services.start_worker(dict(os.environ), TMP_ROOT / "worker.log", queues)
     yield process
     services.stop(process)

@@ -20,15 +20,22 @@ from pagemill.settings import get_settings
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 app = make_celery(get_settings())
-app.conf.include = ["worker.tasks"]
+app.conf.include = ["worker.tasks", "worker.webhook_tasks"]
 
 _reaper_stop: threading.Event | None = None
 
 
 @worker_process_init.connect
-def _fresh_connections_after_fork(**_: Any) -> None:
+def _prepare_child(**_: Any) -> None:
     # A forked child must not share the parent's pooled sockets: drop them unclosed.
     get_engine().dispose(close=False)
+    # Import the heavy libraries now, not inside a task: a time limit that fires
+    # during an import leaves a half-initialised module behind for good.
+    import pymupdf  # noqa: F401
+    import pymupdf4llm  # noqa: F401
+
+    import worker.engines.rapidocr
+    import worker.engines.textlayer  # noqa: F401
 
 
 @worker_ready.connect

@@ -21,14 +21,13 @@ from pagemill.settings import get_settings
 from pagemill.storage import StorageUnavailable, get_object_store
 from worker.celery_app import app
 from worker.stages.context import StageContext
-from worker.stages.finalize import finalize_job
+from worker.stages.finalize import fail_unstorable_job, finalize_job
 from worker.stages.ocr import PageOutcome, run_page
 from worker.stages.prepare import PrepareRetry, prepare_job
+from worker.webhook_tasks import publish_job_webhooks
 
 log = logging.getLogger(__name__)
 
-# About six minutes of outage are ridden out inside the task (2, 4, ... 60, 60 s).
-OUTAGE_RETRIES = 10
 OUTAGES = (StorageUnavailable, DBAPIError, ConnectionError)
 
 
@@ -42,7 +41,7 @@ def _context() -> StageContext:
     return StageContext(settings=settings, sessions=session_factory(), store=get_object_store())
 
 
-@app.task(name=PREPARE_TASK, bind=True, max_retries=OUTAGE_RETRIES)
+@app.task(name=PREPARE_TASK, bind=True, max_retries=get_settings().outage_retries)
 def prepare(task: Task, job_id: str) -> None:
     try:
         prepare_job(_context(), uuid.UUID(job_id), publish_ocr)
@@ -53,7 +52,7 @@ def prepare(task: Task, job_id: str) -> None:
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
 
 
-@app.task(name=OCR_TASK, bind=True, max_retries=OUTAGE_RETRIES)
+@app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries)
 def ocr_page(task: Task, page_id: int) -> None:
     try:
         run = run_page(_context(), page_id)
@@ -66,12 +65,17 @@ def ocr_page(task: Task, page_id: int) -> None:
         publish_finalize(str(run.job_id))
 
 
-@app.task(name=FINALIZE_TASK, bind=True, max_retries=OUTAGE_RETRIES)
+@app.task(name=FINALIZE_TASK, bind=True, max_retries=get_settings().outage_retries)
 def finalize(task: Task, job_id: str) -> None:
     try:
         status = finalize_job(_context(), uuid.UUID(job_id))
     except OUTAGES as error:
+        if task.request.retries >= (task.max_retries or 0):
+            # The pages are done; only storing the result failed. Say so, and stop.
+            fail_unstorable_job(_context(), uuid.UUID(job_id), str(error))
+            return
         log.warning("finalize %s: outage, retrying: %s", job_id, error)
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
     if status is not None:
         log.info("job %s %s", job_id, status.value)
+        publish_job_webhooks(uuid.UUID(job_id))

@@ -20,6 +20,7 @@ from pagemill.domain import (
     JobStatus,
     PageStatus,
 )
+from pagemill.webhooks import outbox as webhook_outbox
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
@@ -212,7 +213,11 @@ def complete_job(
         )
         .returning(Job.id)
     )
-    return result.one_or_none() is not None
+    won = result.one_or_none() is not None
+    if won:
+        # The webhook outbox: the event commits or rolls back with the transition.
+        webhook_outbox.record_job_event(session, job_id)
+    return won
 
 
 def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
@@ -322,9 +327,11 @@ def count_prepare_failure(session: Session, job_id: uuid.UUID, attempt: int) -> 
     return int(failures or 0)
 
 
-def release_prepare(session: Session, job_id: uuid.UUID, attempt: int) -> None:
+def release_prepare(session: Session, job_id: uuid.UUID, attempt: int, why: str) -> None:
+    """Free the prepare lease after an outage; the reason is kept in case it recurs
+    until the claims run out."""
     session.execute(
         update(Job)
         .where(Job.id == job_id, Job.prepare_attempts == attempt, Job.status == JobStatus.running)
-        .values(prepare_lease_expires_at=func.now())
+        .values(prepare_lease_expires_at=func.now(), error_message=why[:1000])
     )

@@ -51,3 +51,14 @@ def finalize_job(ctx: StageContext, job_id: uuid.UUID) -> JobStatus | None:
     with ctx.sessions.begin() as session:
         won = repository.complete_job(session, job_id, status, error_code, error_message)
     return status if won else None
+
+
+def fail_unstorable_job(ctx: StageContext, job_id: uuid.UUID, why: str) -> None:
+    with ctx.sessions.begin() as session:
+        repository.complete_job(
+            session,
+            job_id,
+            JobStatus.failed,
+            "result_not_stored",
+            f"Every page was processed but the result could not be stored: {why}",
+        )

@@ -48,7 +48,10 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
             return 0
         attempt = job.prepare_attempts
         if attempt > ctx.settings.max_claims:
-            reason = f"The document could not be prepared in {attempt - 1} attempts."
+            reason = (
+                f"The document could not be prepared in {attempt - 1} attempts; "
+                f"last error: {job.error_message or 'none recorded'}"
+            )
             repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
             return 0
         numbers = parse_page_selection(job.page_selection, job.document_pages)
@@ -85,9 +88,9 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
         except SandboxFailed as failure:
             _record_render_failure(ctx, job_id, attempt, str(failure))
             return 0
-        except Exception:
+        except Exception as error:
             # Storage or database trouble: free the job for the retry at once.
-            _release(ctx, job_id, attempt)
+            _release(ctx, job_id, attempt, str(error))
             raise
     with ctx.sessions.begin() as session:
         repository.finish_prepare(session, job_id, attempt)
@@ -156,10 +159,10 @@ def _record_render_failure(ctx: StageContext, job_id: uuid.UUID, attempt: int, w
     raise PrepareRetry(why)
 
 
-def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int) -> None:
+def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int, why: str) -> None:
     try:
         with ctx.sessions.begin() as session:
-            repository.release_prepare(session, job_id, attempt)
+            repository.release_prepare(session, job_id, attempt, why)
     except Exception:
         log.warning("could not release prepare of job %s; its lease will run out", job_id)
 
@@ -167,4 +170,3 @@ def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int) -> None:
 def _fail(ctx: StageContext, job_id: uuid.UUID, message: str) -> None:
     with ctx.sessions.begin() as session:
         repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", message)
-

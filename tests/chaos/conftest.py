@@ -1,0 +1,192 @@
+"""A private stack per fault test: its own Redis server, API and worker processes,
+with the database and S3 optionally behind cuttable proxies. Timings are short so
+recovery shows within seconds: the reaper runs every second, queued work is
+stale after 3 s, a page lease lasts 25 s."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import redis
+
+from tests.conftest import TEST_ENV, TMP_ROOT, make_client_key
+from tests.support import services
+from tests.support.proxy import TcpProxy
+
+FAST_RECOVERY = {
+    "PAGEMILL_REAPER_INTERVAL_S": "1",
+    "PAGEMILL_STALE_AFTER_S": "3",
+    "PAGEMILL_TASK_TIME_LIMIT_S": "20",
+    "PAGEMILL_PAGE_LEASE_S": "25",
+    "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "30",
+    "PAGEMILL_WEBHOOK_MAX_COUNTDOWN_S": "10",
+}
+
+
+class RedisServer:
+    def __init__(self) -> None:
+        self.port = services.free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        services.wait_until(lambda: services.port_open("127.0.0.1", self.port), 10, "redis")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    name: str
+    redis_server: RedisServer
+    api_url: str = ""
+    api_key: str = ""
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    workers_started: int = 0
+
+    def start_api(self) -> None:
+        port = services.free_port()
+        env = {**self.env, "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}"}
+        self.processes["api"] = services.start_api(env, self.log("api"), port)
+        self.api_url = f"http://127.0.0.1:{port}"
+
+    def start_worker(self, concurrency: int = 2) -> subprocess.Popen[bytes]:
+        self.workers_started += 1
+        prefix = self.env["PAGEMILL_QUEUE_PREFIX"]
+        queues = ",".join(f"{prefix}{stage}" for stage in ("prepare", "ocr", "finalize"))
+        process = services.start_worker(
+            self.env, self.log(f"worker{self.workers_started}"), queues, concurrency
+        )
+        self.processes["worker"] = process
+        return process
+
+    def kill_worker(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        process = self.processes["worker"]
+        os.killpg(process.pid, sig)
+
+    def log(self, name: str) -> Path:
+        return TMP_ROOT / f"{self.name}-{name}.log"
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.api_url, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=60
+        )
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            with_group_kill(process)
+        self.redis_server.stop()
+
+
+def with_group_kill(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def make_stack(
+    name: str,
+    db_proxy: TcpProxy | None = None,
+    s3_proxy: TcpProxy | None = None,
+    extra: dict[str, str] | None = None,
+) -> Stack:
+    server = RedisServer()
+    env = {
+        **os.environ,
+        **FAST_RECOVERY,
+        "PAGEMILL_BROKER_URL": server.url,
+        "PAGEMILL_QUEUE_PREFIX": f"chaos-{uuid.uuid4().hex[:6]}-",
+        **(extra or {}),
+    }
+    if db_proxy is not None:
+        env["PAGEMILL_DATABASE_URL"] = TEST_ENV["PAGEMILL_DATABASE_URL"].replace(
+            "127.0.0.1:5432", db_proxy.address
+        )
+    if s3_proxy is not None:
+        env["PAGEMILL_S3_ENDPOINT"] = s3_proxy.address
+    return Stack(env=env, name=name, redis_server=server)
+
+
+@pytest.fixture()
+def stack_factory(db: str, s3: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    stacks: list[Stack] = []
+    proxies: list[TcpProxy] = []
+
+    def factory(
+        db_proxy: bool = False, s3_proxy: bool = False, **extra: str
+    ) -> tuple[Stack, TcpProxy | None, TcpProxy | None]:
+        db_p = TcpProxy("127.0.0.1", 5432) if db_proxy else None
+        s3_p = TcpProxy("127.0.0.1", 8333) if s3_proxy else None
+        proxies.extend(p for p in (db_p, s3_p) if p is not None)
+        stack = make_stack(request.node.name, db_p, s3_p, extra)
+        stack.api_key = make_client_key()
+        stacks.append(stack)
+        return stack, db_p, s3_p
+
+    yield factory
+    for stack in stacks:
+        stack.close()
+    for proxy in proxies:
+        proxy.close()
+
+
+def db_rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    url = TEST_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+
+
+def wait_for(check: Any, timeout_s: float, what: str) -> None:
+    services.wait_until(check, timeout_s, what)
+
+
+def wait_terminal(job_id: str, timeout_s: float = 240) -> str:
+    """Poll the database, not the API: the API may be behind a cut proxy."""
+    deadline = time.monotonic() + timeout_s
+    status = "?"
+    while time.monotonic() < deadline:
+        [(status,)] = db_rows("SELECT status::text FROM jobs WHERE id = %s", job_id)
+        if status in ("succeeded", "failed", "cancelled"):
+            return str(status)
+        time.sleep(0.5)
+    raise TimeoutError(f"job {job_id} still {status} after {timeout_s} s")
+
+
+def redis_keys(stack: Stack) -> list[bytes]:
+    return list(redis.Redis.from_url(stack.redis_server.url).keys("*"))
