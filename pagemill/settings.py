@@ -85,6 +85,11 @@ class Settings(BaseSettings):
         2 * 1024**3, description="Address-space limit of the child that opens a document."
     )
     sandbox_cpu_s: int = Field(600, description="CPU-time limit of that child.")
+    render_timeout_s: float = Field(
+        600,
+        description="Wall-clock limit for rendering one document's pages in the sandbox; "
+        "below the task time limit, so a hang is reported, not just killed.",
+    )
     inspect_timeout_s: float = Field(
         60, description="Wall-clock limit for checking an upload before the job is created."
     )
@@ -225,6 +230,8 @@ class Settings(BaseSettings):
                 "PAGEMILL_TASK_TIME_LIMIT_S must be below PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, "
                 "or Redis redelivers tasks that are still running"
             )
+        if self.render_timeout_s >= self.task_time_limit_s:
+            raise ValueError("PAGEMILL_RENDER_TIMEOUT_S must be below PAGEMILL_TASK_TIME_LIMIT_S")
         if self.page_lease_s <= self.task_time_limit_s:
             raise ValueError(
                 "PAGEMILL_PAGE_LEASE_S must exceed PAGEMILL_TASK_TIME_LIMIT_S, or live "

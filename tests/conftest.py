@@ -44,6 +44,7 @@ TEST_ENV = {
     "PAGEMILL_S3_SECRET_KEY": S3_SECRET_KEY,
     "PAGEMILL_S3_BUCKET": f"pagemill-test-{RUN_ID}",
     "PAGEMILL_TASK_TIME_LIMIT_S": "300",
+    "PAGEMILL_RENDER_TIMEOUT_S": "240",
     "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "900",
     # Webhooks: a compressed retry schedule (5 attempts in a few seconds), and the
     # tests' receivers listen on 127.0.0.1, which must be allowlisted explicitly.

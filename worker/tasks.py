@@ -55,7 +55,7 @@ def prepare(task: Task, job_id: str) -> None:
 @app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries)
 def ocr_page(task: Task, page_id: int) -> None:
     try:
-        run = run_page(_context(), page_id)
+        run = run_page(_context(), page_id, _backoff_s(task.request.retries))
     except OUTAGES as error:
         log.warning("page %s: outage, retrying: %s", page_id, error)
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error

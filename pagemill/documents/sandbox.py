@@ -108,8 +108,17 @@ def _describe_exit(returncode: int, stderr: str) -> str:
 # --- The child side.
 
 
+_protocol = sys.stdout
+
+
 def apply_limits_from_env() -> None:
-    """Called first thing in a sandboxed child, before any untrusted byte is parsed."""
+    """Called first thing in a sandboxed child, before any untrusted byte is parsed.
+
+    Also keeps stdout for the JSON protocol alone: libraries that print (MuPDF's
+    warnings, for one) are sent to stderr instead."""
+    global _protocol
+    _protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     raw = os.environ.get(LIMITS_ENV)
     if raw is None:
         return
@@ -120,5 +129,5 @@ def apply_limits_from_env() -> None:
 
 
 def emit(line: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(line) + "\n")
-    sys.stdout.flush()
+    _protocol.write(json.dumps(line) + "\n")
+    _protocol.flush()

@@ -169,6 +169,20 @@ def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> b
     return result.one_or_none() is not None
 
 
+def defer_page(session: Session, claim: PageClaim, retry_in_s: float, why: str) -> None:
+    """Keep the claim but let it lapse when the retry is due, so that retry (or the
+    reaper, if the retry's message is lost) can take the page then and not before."""
+    session.execute(
+        update(Page)
+        .where(
+            Page.id == claim.page_id,
+            Page.attempts == claim.attempt,
+            Page.status == PageStatus.running,
+        )
+        .values(lease_expires_at=func.now() + timedelta(seconds=retry_in_s), error=why)
+    )
+
+
 def page_status_counts(session: Session, job_id: uuid.UUID) -> dict[PageStatus, int]:
     rows = session.execute(
         select(Page.status, func.count()).where(Page.job_id == job_id).group_by(Page.status)

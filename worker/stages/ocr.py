@@ -3,8 +3,9 @@
 Three kinds of failure, three answers:
 - the engine fails on the page: counted on the page, retried with backoff, then
   the page fails with the engine's message;
-- storage or the database is unreachable: the claim is released and the task
-  retries with backoff; it costs the page nothing but a claim;
+- storage is unreachable: the claim is kept but its lease is cut to the task's
+  retry backoff, so the retry (or, if that message is lost, the reaper) takes the
+  page again then; each costs the page one claim;
 - the worker dies: the lease runs out and the reaper publishes the page again.
 Claims of every kind are capped, so nothing retries forever.
 """
@@ -60,18 +61,20 @@ class _ClaimedPage:
     engine_failures: int
 
 
-def run_page(ctx: StageContext, page_id: int) -> PageRun:
-    """Raises StorageUnavailable (after releasing the claim) when S3 cannot be reached."""
+def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> PageRun:
+    """Raises StorageUnavailable, with the claim deferred by `outage_backoff_s`, when S3
+    cannot be reached."""
     claimed = _claim(ctx, page_id)
     if isinstance(claimed, PageRun):
         return claimed
     keys = JobKeys(claimed.claim.job_id)
-    page_input = _released_on_outage(ctx, claimed.claim, _load_page_input, ctx, keys, claimed)
+    defer = _Deferral(ctx, claimed.claim, outage_backoff_s)
+    page_input = defer.on_outage(_load_page_input, ctx, keys, claimed)
     try:
         result = get_engine(claimed.engine_name).convert(page_input)
     except Exception as error:
         return _record_engine_failure(ctx, claimed, error)
-    _released_on_outage(ctx, claimed.claim, _store_markdown, ctx, keys, claimed.claim, result)
+    defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
     return _record_success(ctx, claimed.claim, result)
 
 
@@ -114,21 +117,19 @@ def _store_markdown(
     ctx.store.put_bytes(keys.page_markdown(claim.number), result.markdown.encode(), "text/markdown")
 
 
-def _released_on_outage(
-    ctx: StageContext,
-    claim: PageClaim,
-    operation: Callable[P, T],
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T:
-    try:
-        return operation(*args, **kwargs)
-    except StorageUnavailable as outage:
-        with ctx.sessions.begin() as session:
-            repository.finish_page(
-                session, claim, {"status": PageStatus.queued, "error": str(outage)}
-            )
-        raise
+@dataclass(frozen=True)
+class _Deferral:
+    ctx: StageContext
+    claim: PageClaim
+    backoff_s: float
+
+    def on_outage(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return operation(*args, **kwargs)
+        except StorageUnavailable as outage:
+            with self.ctx.sessions.begin() as session:
+                repository.defer_page(session, self.claim, self.backoff_s, str(outage))
+            raise
 
 
 def _record_success(ctx: StageContext, claim: PageClaim, result: EngineResult) -> PageRun:

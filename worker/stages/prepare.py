@@ -73,7 +73,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
         limits = Limits(
             ctx.settings.sandbox_memory_bytes,
             ctx.settings.sandbox_cpu_s,
-            ctx.settings.task_time_limit_s * 0.8,
+            ctx.settings.render_timeout_s,
         )
         try:
             for line in run_sandboxed("worker.render_child", args, limits):
