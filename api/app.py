@@ -5,7 +5,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import jobs
+from api.middleware import BodySizeLimit
+from api.ratelimit import get_rate_limiter
+from api.routes import jobs, webhooks
+from pagemill.settings import get_settings
 
 
 def create_app() -> FastAPI:
@@ -15,7 +18,11 @@ def create_app() -> FastAPI:
         description="Documents in, Markdown out: submit a PDF or a page image, get Markdown back.",
     )
     install_error_handlers(app)
+    # Multipart framing adds a little to the file itself.
+    app.add_middleware(BodySizeLimit, max_bytes=get_settings().max_upload_bytes + 64 * 1024)
+    get_rate_limiter()  # built before the first request, not by many requests at once
     app.include_router(jobs.router)
+    app.include_router(webhooks.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

@@ -9,6 +9,7 @@ from fastapi import Depends, Header
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
+from api.ratelimit import get_rate_limiter
 from pagemill.clients.repository import authenticate
 from pagemill.db.models import Client
 from pagemill.db.session import session_factory
@@ -51,6 +52,14 @@ def current_client(
             "invalid_api_key",
             "The API key is not valid.",
             headers={"WWW-Authenticate": "Bearer"},
+        )
+    retry_after_s = get_rate_limiter().retry_after_s(client.id)
+    if retry_after_s is not None:
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"Too many requests; try again in {retry_after_s} s.",
+            headers={"Retry-After": str(retry_after_s)},
         )
     return client
 

@@ -62,6 +62,14 @@ class Settings(BaseSettings):
         "http://127.0.0.1:8000", description="Public base URL, used in links handed to callers."
     )
     api_key: str | None = Field(None, description="Key `pagemill submit` and `jobs` send.")
+    rate_limit: str = Field(
+        "600/minute",
+        description="Requests one client may make, as `N/second|minute|hour` (a moving "
+        "window kept in Redis, shared by every API process); beyond it, 429 with Retry-After.",
+    )
+    idempotency_ttl_s: int = Field(
+        24 * 3600, description="How long an Idempotency-Key is remembered."
+    )
 
     # --- Documents.
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="Largest upload accepted.")

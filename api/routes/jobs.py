@@ -2,30 +2,47 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import uuid
+from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi import APIRouter, File, Form, Header, Query, Response, UploadFile
+from fastapi import Path as FastApiPath
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from sqlalchemy.orm import Session
 
 from api.deps import ClientDep, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError
+from api.routes.webhooks import publish_job_webhooks
 from pagemill.db.models import Client, Job
 from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
-from pagemill.jobs import repository, service
+from pagemill.jobs import idempotency, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
+from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=202, response_model=JobDetailOut)
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobDetailOut,
+    responses={
+        409: {"description": "The same Idempotency-Key is still being processed."},
+        413: {"description": "The upload is over the size limit."},
+        415: {"description": "The file is neither a PDF nor a supported image."},
+        422: {"description": "The upload or a field cannot be used; see the error code."},
+        429: {"description": "Too many requests; see Retry-After."},
+    },
+)
 async def submit_job(
     response: Response,
     client: ClientDep,
@@ -38,7 +55,15 @@ async def submit_job(
     license_use: Annotated[LicenseUse | None, Form()] = None,
     webhook_url: Annotated[str | None, Form()] = None,
     engine: Annotated[str | None, Form(description="auto, textlayer or rapidocr.")] = None,
-) -> JobDetailOut:
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            description="Retrying with the same key returns the first response, not a new job.",
+        ),
+    ] = None,
+) -> Any:
     with tempfile.TemporaryDirectory(prefix="pagemill-upload-") as workdir:
         try:
             options = service.SubmitOptions(
@@ -55,11 +80,30 @@ async def submit_job(
                 settings.max_upload_bytes,
                 file.filename,
             )
+        except service.SubmissionRejected as rejected:
+            raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
+        if idempotency_key is not None:
+            stored = _begin_idempotent(session, settings, client, idempotency_key, upload, options)
+            if stored is not None:
+                return JSONResponse(
+                    stored.body,
+                    stored.status,
+                    headers={"Location": f"/v1/jobs/{stored.body['id']}"},
+                )
+        try:
             job = await run_in_threadpool(
                 service.submit_job, session, store, settings, client, upload, options
             )
         except service.SubmissionRejected as rejected:
+            session.rollback()
+            if idempotency_key is not None:
+                idempotency.release(session, client.id, idempotency_key)
             raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
+    body = job_detail_out(job, [], settings.api_base_url)
+    if idempotency_key is not None:
+        idempotency.complete(
+            session, client.id, idempotency_key, job.id, 202, body.model_dump(mode="json")
+        )
     try:
         session.commit()
     except Exception:
@@ -68,7 +112,43 @@ async def submit_job(
         raise
     _publish_prepare(job.id)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return job_detail_out(job, [], settings.api_base_url)
+    return body
+
+
+def _begin_idempotent(
+    session: Session,
+    settings: Settings,
+    client: Client,
+    key: str,
+    upload: service.SavedUpload,
+    options: service.SubmitOptions,
+) -> idempotency.StoredResponse | None:
+    request_sha256 = idempotency.fingerprint(
+        upload.sha256, {**dataclasses.asdict(options), "filename": upload.filename}
+    )
+    try:
+        return idempotency.begin(
+            session,
+            client.id,
+            key,
+            request_sha256,
+            ttl=timedelta(seconds=settings.idempotency_ttl_s),
+            # Longer than a submission can take: the upload check has its own limit.
+            abandoned_after=timedelta(seconds=settings.inspect_timeout_s + 60),
+        )
+    except idempotency.IdempotencyKeyReused:
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            "This Idempotency-Key was used for a different request; use a new key.",
+        ) from None
+    except idempotency.IdempotencyKeyInFlight:
+        raise ApiError(
+            409,
+            "idempotency_key_in_flight",
+            "A request with this Idempotency-Key is still being processed; retry shortly.",
+            headers={"Retry-After": "1"},
+        ) from None
 
 
 def _publish_prepare(job_id: uuid.UUID) -> None:
@@ -87,7 +167,7 @@ def list_jobs(
     settings: SettingsDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> JobListOut:
     jobs = repository.list_client_jobs(session, client.id, status, limit, offset)
     return JobListOut(
@@ -117,6 +197,7 @@ def cancel_job(
         raise ApiError(409, "job_finished", f"The job has already ended ({job.status.value}).")
     repository.cancel_job(session, job.id)
     session.commit()
+    publish_job_webhooks(job.id)
     session.refresh(job)
     return job_out(job, repository.list_pages(session, job.id), settings.api_base_url)
 
@@ -145,7 +226,11 @@ def get_document_markdown(
 
 @router.get("/{job_id}/pages/{number}/markdown", response_class=PlainTextResponse)
 def get_page_markdown(
-    job_id: uuid.UUID, number: int, client: ClientDep, session: SessionDep, store: StoreDep
+    job_id: uuid.UUID,
+    number: Annotated[int, FastApiPath(ge=1, le=1_000_000)],
+    client: ClientDep,
+    session: SessionDep,
+    store: StoreDep,
 ) -> PlainTextResponse:
     job = _client_job(session, client, job_id)
     page = repository.get_page_by_number(session, job.id, number)

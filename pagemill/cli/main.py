@@ -115,7 +115,9 @@ def api(
 
 @app.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="Comma-separated stages.")] = "prepare,ocr,finalize",
+    queues: Annotated[
+        str, typer.Option(help="Comma-separated stages and queues.")
+    ] = "prepare,ocr,finalize,webhooks",
     concurrency: Annotated[int, typer.Option(help="Processes (or threads) to run.")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo.")] = "prefork",
 ) -> None:
@@ -165,12 +167,44 @@ def client_create(
     try:
         with session_scope() as session:
             client, key = create_client(session, name, is_admin=admin)
-            client_id = client.id
+            client_id, webhook_secret = client.id, client.webhook_secret
     except ClientExists:
         console.print(f"[red]A client named {name!r} already exists.[/red]")
         raise typer.Exit(1) from None
     console.print(f"client {name} ({client_id})")
+    console.print(f"webhook signing secret: {webhook_secret}", soft_wrap=True)
     typer.echo(key)
+
+
+@client_app.command("rotate-webhook-secret")
+def client_rotate_webhook_secret(
+    name: str,
+    overlap_hours: Annotated[
+        float | None,
+        typer.Option(help="How long the previous secret keeps signing too (default: settings)."),
+    ] = None,
+) -> None:
+    """Give a client a new webhook signing secret and print it."""
+    from datetime import timedelta
+
+    from pagemill.db.session import session_scope
+    from pagemill.settings import get_settings
+    from pagemill.webhooks import outbox, repository
+
+    overlap_s = (
+        get_settings().webhook_secret_overlap_s if overlap_hours is None else overlap_hours * 3600
+    )
+    with session_scope() as session:
+        client_id = repository.client_id_by_name(session, name)
+        if client_id is None:
+            console.print(f"[red]There is no client named {name!r}.[/red]")
+            raise typer.Exit(1)
+        secret, previous_expires_at = outbox.rotate_secret(
+            session, client_id, timedelta(seconds=overlap_s)
+        )
+    if previous_expires_at is not None:
+        console.print(f"the previous secret also signs until {previous_expires_at.isoformat()}")
+    typer.echo(secret)
 
 
 @app.command()

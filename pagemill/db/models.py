@@ -27,6 +27,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from pagemill.db.base import Base, TimestampMixin, new_uuid
 from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
+from pagemill.webhooks import models as webhook_models  # noqa: F401  (registers its tables)
+from pagemill.webhooks.signing import new_secret as new_webhook_secret
 
 
 def _enum(enum_cls: type, name: str) -> Enum:
@@ -54,6 +56,13 @@ class Client(TimestampMixin, Base):
         _enum(LicenseUse, "license_use"), default=LicenseUse.non_commercial
     )
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Signs webhooks (Standard Webhooks, `whsec_...`). Kept readable, unlike the API key:
+    # an HMAC needs the secret itself. During a rotation the previous one signs too.
+    webhook_secret: Mapped[str] = mapped_column(String(100), default=new_webhook_secret)
+    webhook_previous_secret: Mapped[str | None] = mapped_column(String(100))
+    webhook_previous_secret_expires_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True)
+    )
 
 
 class Job(TimestampMixin, Base):

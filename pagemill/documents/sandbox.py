@@ -126,6 +126,10 @@ def apply_limits_from_env() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Opening and rendering need none of PyMuPDF's layout models, whose import (with
+    # onnxruntime) costs a second per child; a None entry makes that import fail fast,
+    # which PyMuPDF treats as "layout not installed".
+    sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]
 
 
 def emit(line: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill import queue
 from pagemill.jobs import repository
 from pagemill.settings import Settings
+from pagemill.webhooks import outbox as webhook_outbox
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class ReapReport:
     prepares: list[str] = field(default_factory=list)
     pages: list[int] = field(default_factory=list)
     finalizes: list[str] = field(default_factory=list)
+    # Not counted in `total`: most are retries falling due, not lost work.
+    webhooks: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -55,12 +58,16 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
         ]
         report.pages = repository.take_stranded_pages(session, stale)
         report.finalizes = [str(i) for i in repository.take_unfinalized_jobs(session, stale)]
+        # Also retries due too far ahead for a delayed message: published when due.
+        report.webhooks = [str(i) for i in webhook_outbox.due_deliveries(session, stale)]
     for job_id in report.prepares:
         queue.publish_prepare(job_id)
     for page_id in report.pages:
         queue.publish_ocr(page_id)
     for job_id in report.finalizes:
         queue.publish_finalize(job_id)
+    for delivery_id in report.webhooks:
+        queue.publish_webhook_delivery(delivery_id)
     if report.total:
         log.warning(
             "republished lost work: %d prepare, %d page, %d finalize",

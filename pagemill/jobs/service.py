@@ -94,6 +94,8 @@ def check_webhook_url(url: str | None) -> str | None:
         raise SubmissionRejected(
             "invalid_webhook_url", "The webhook_url must be an absolute http or https URL."
         )
+    if len(url.strip()) > 2048:
+        raise SubmissionRejected("invalid_webhook_url", "The webhook_url must be under 2 KiB.")
     return url.strip()
 
 

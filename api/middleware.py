@@ -1,0 +1,72 @@
+"""Cap request bodies while they stream in, before anything buffers them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import error_body
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodySizeLimit:
+    """413 as soon as a body passes `max_bytes`: checked against Content-Length up
+    front and counted chunk by chunk for bodies that do not declare it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        received = 0
+        too_large = False
+        response_started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                too_large = True
+                raise _TooLarge
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal response_started
+            # Once the cap is hit, whatever the app makes of the broken body (FastAPI
+            # answers 400) is dropped in favour of the 413 below.
+            if too_large:
+                return
+            response_started = response_started or message["type"] == "http.response.start"
+            await send(message)
+
+        with contextlib.suppress(_TooLarge):
+            await self.app(scope, counting_receive, guarded_send)
+        if too_large and not response_started:
+            await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        megabytes = self.max_bytes // (1024 * 1024)
+        body = json.dumps(
+            error_body("file_too_large", f"The request is larger than the {megabytes} MiB limit.")
+        ).encode()
+        headers: list[Any] = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,118 @@
+"""The event body: thin, with links to the results rather than the results.
+
+Built once, in the transaction that ends the job, and stored as the exact bytes
+every attempt and replay sends. Presigned links therefore live as long as the S3
+maximum (7 days), longer than the retry schedule; the API links never expire.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from pagemill.db.models import Job
+from pagemill.domain import JobStatus
+from pagemill.settings import Settings
+from pagemill.storage import JobKeys, ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobTotals:
+    """What the job's pages add up to when it ends."""
+
+    pages_by_status: dict[str, int]
+    cost_usd: Decimal
+    compute_seconds: float
+
+
+def event_type(status: JobStatus) -> str:
+    return f"job.{status.value}"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def page_counts(job: Job, totals: JobTotals) -> dict[str, int]:
+    counts = {
+        status: totals.pages_by_status.get(status, 0)
+        for status in ("succeeded", "failed", "cancelled", "queued", "running")
+    }
+    if job.status is JobStatus.cancelled:
+        # The event is written as the job is cancelled, a moment before its queued
+        # pages (and those prepare never reached) are: they will not run.
+        unprepared = max(0, job.pages_total - sum(counts.values()))
+        counts["cancelled"] += counts.pop("queued") + unprepared
+    else:
+        counts.pop("queued")
+    return {"total": job.pages_total, **counts}
+
+
+# The failure that worker.stages.finalize records after storing document.md; other
+# failures (in prepare, or storing the result) leave no document to link to.
+FAILED_WITH_DOCUMENT = "pages_failed"
+
+
+def _document_written(job: Job) -> bool:
+    return job.status is JobStatus.succeeded or (
+        job.status is JobStatus.failed and job.error_code == FAILED_WITH_DOCUMENT
+    )
+
+
+def _presigned(store: ObjectStore, key: str, expiry: timedelta) -> dict[str, str] | None:
+    expires_at = datetime.now(UTC) + expiry
+    try:
+        url = store.presigned_get_url(key, expiry)
+    except Exception:
+        # Signing is local, but the first use may ask S3 for the bucket's region; an
+        # S3 outage must not stop the job from ending. The API links still work.
+        log.warning("could not presign %s; the event carries API links only", key, exc_info=True)
+        return None
+    return {"url": url, "expires_at": _iso(expires_at)}
+
+
+def links(job: Job, settings: Settings, store: ObjectStore | None) -> dict[str, Any]:
+    job_url = f"{settings.api_base_url.rstrip('/')}/v1/jobs/{job.id}"
+    result: dict[str, Any] = {"job": job_url, "webhook_deliveries": f"{job_url}/webhook-deliveries"}
+    if not _document_written(job):
+        return result
+    result["markdown"] = f"{job_url}/markdown"
+    if store is not None:
+        expiry = timedelta(seconds=settings.webhook_link_expiry_s)
+        keys = JobKeys(job.id)
+        named = (("markdown_presigned", keys.document), ("manifest_presigned", keys.manifest))
+        for name, key in named:
+            presigned = _presigned(store, key, expiry)
+            if presigned is not None:
+                result[name] = presigned
+    return result
+
+
+def build_body(job: Job, totals: JobTotals, settings: Settings, store: ObjectStore | None) -> str:
+    """The JSON body of the event that reports `job`'s terminal status."""
+    error = {"code": job.error_code, "message": job.error_message} if job.error_code else None
+    finished_at = job.finished_at or datetime.now(UTC)
+    payload = {
+        "type": event_type(job.status),
+        "timestamp": _iso(finished_at),
+        "data": {
+            "job_id": str(job.id),
+            "status": job.status.value,
+            "error": error,
+            "pages": page_counts(job, totals),
+            "cost_usd": str(totals.cost_usd),
+            "compute_seconds": round(totals.compute_seconds, 3),
+            "license_use": job.license_use.value,
+            "metadata": job.caller_metadata,
+            "created_at": _iso(job.created_at),
+            "finished_at": _iso(finished_at),
+            "links": links(job, settings, store),
+        },
+    }
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)

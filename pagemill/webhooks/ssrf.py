@@ -1,0 +1,122 @@
+"""Where a webhook may go. Checked at delivery time, on the addresses the name resolves
+to then, and the request is sent to the very address that was checked: a check at
+submission, or a second lookup at connect time, is bypassed by DNS rebinding.
+Redirects are never followed, so a 3xx cannot lead anywhere unchecked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[..., list[tuple[Any, ...]]]
+
+# Cloud metadata services: refused even when an allowlist would cover them.
+METADATA_ADDRESSES = frozenset(
+    {
+        ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack
+        ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
+        ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+    }
+)
+
+
+METADATA = "a cloud metadata address"
+
+
+class DestinationRefused(Exception):
+    """The destination is internal and not allowlisted: no attempt will change that."""
+
+
+class DestinationUnresolvable(Exception):
+    """The name did not resolve; DNS may answer later, so this is retried."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    url: httpx.URL
+    address: IPAddress
+
+    @property
+    def connect_url(self) -> httpx.URL:
+        """The URL with its host replaced by the checked address, so no second lookup."""
+        return self.url.copy_with(host=str(self.address), fragment=None)
+
+    @property
+    def host_header(self) -> str:
+        return self.url.netloc.decode("ascii")
+
+    @property
+    def server_name(self) -> str:
+        """For TLS: the certificate is checked against the name, not the address."""
+        return self.url.raw_host.decode("ascii")
+
+    @property
+    def display(self) -> str:
+        port = self.url.port or (443 if self.url.scheme == "https" else 80)
+        host = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        return f"{host}:{port}"
+
+
+def refusal_reason(address: IPAddress) -> str | None:
+    """Why an address is internal, or None when it is a public unicast address."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address in METADATA_ADDRESSES:
+        return METADATA
+    checks = (
+        ("is_unspecified", "an unspecified address"),
+        ("is_loopback", "a loopback address"),
+        ("is_link_local", "a link-local address"),
+        ("is_multicast", "a multicast address"),
+        ("is_private", "a private address"),
+        ("is_reserved", "a reserved address"),
+    )
+    for attribute, reason in checks:
+        if getattr(address, attribute):
+            return reason
+    if not address.is_global:
+        return "not a public address"  # e.g. 100.64.0.0/10, shared by carriers
+    return None
+
+
+def resolve_destination(
+    url: str,
+    allowed_hosts: Sequence[str] = (),
+    allowed_cidrs: Sequence[str] = (),
+    resolver: Resolver = socket.getaddrinfo,
+) -> Destination:
+    """Resolve `url`'s host and return the address to connect to.
+
+    Every address the name resolves to must pass, not just the first: a name that
+    answers with one public and one internal address is refused.
+    """
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+        raise DestinationRefused("the URL is not an absolute http or https URL")
+    host = parsed.raw_host.decode("ascii").lower()
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        infos = resolver(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:
+        raise DestinationUnresolvable(f"{host} did not resolve: {error}") from error
+    addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+    if not addresses:
+        raise DestinationUnresolvable(f"{host} resolved to no address")
+    host_allowed = host in {name.strip().lower() for name in allowed_hosts}
+    networks = [ipaddress.ip_network(cidr, strict=False) for cidr in allowed_cidrs]
+    for address in addresses:
+        reason = refusal_reason(address)
+        if reason is None:
+            continue
+        if reason == METADATA:
+            raise DestinationRefused(f"{host} resolves to {address}, {reason}: never allowed")
+        if not (host_allowed or any(address in network for network in networks)):
+            raise DestinationRefused(f"{host} resolves to {address}, {reason}, not allowlisted")
+    return Destination(url=parsed, address=addresses[0])

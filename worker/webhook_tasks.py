@@ -1,0 +1,54 @@
+"""The webhook delivery task: one attempt per message, on its own queue.
+
+The attempt logic lives in pagemill.webhooks.service; this takes an id, runs one
+attempt, and publishes the next one when it is due soon enough for a delayed
+message (later ones are published by the reaper's sweep when due).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from celery import Task
+from sqlalchemy.exc import DBAPIError
+
+from pagemill.db.session import session_factory
+from pagemill.queue import WEBHOOK_DELIVERY_TASK, publish_webhook_delivery
+from pagemill.settings import get_settings
+from pagemill.webhooks import outbox
+from pagemill.webhooks.service import attempt_delivery
+from worker.celery_app import app
+
+log = logging.getLogger(__name__)
+
+OUTAGE_RETRIES = 5
+# One attempt is a DNS lookup plus one request of at most about two timeouts; the
+# hard limit stays below the claim's lease, so a killed attempt is not overlapped.
+_LEASE_S = get_settings().webhook_attempt_lease_s
+TIME_LIMIT_S = max(10, int(_LEASE_S) - 10)
+
+
+@app.task(
+    name=WEBHOOK_DELIVERY_TASK,
+    bind=True,
+    max_retries=OUTAGE_RETRIES,
+    time_limit=TIME_LIMIT_S,
+    soft_time_limit=max(5, TIME_LIMIT_S - 5),
+)
+def deliver_webhook(task: Task, delivery_id: str) -> None:
+    try:
+        run = attempt_delivery(session_factory(), get_settings(), uuid.UUID(delivery_id))
+    except (DBAPIError, ConnectionError) as error:
+        log.warning("webhook delivery %s: outage, retrying: %s", delivery_id, error)
+        raise task.retry(exc=error, countdown=min(60, 2 ** (task.request.retries + 1))) from error
+    if run.publish_in_s is not None:
+        publish_webhook_delivery(delivery_id, countdown_s=run.publish_in_s)
+
+
+def publish_job_webhooks(job_id: uuid.UUID) -> None:
+    """After the commit that ended a job. If the broker is down, the reaper publishes."""
+    try:
+        outbox.publish_job_deliveries(session_factory(), job_id)
+    except Exception:
+        log.exception("could not publish webhooks of job %s; left for the reaper", job_id)
