@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench clean
 
+include mk/gpu.mk
+
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is needed ($(PYTHON) not found)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +32,8 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
 
-test: lint typecheck pytest
+# test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm).
+test: lint typecheck pytest test-gpu
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -142,6 +142,33 @@ def worker(
     os.execvp(sys.executable, [sys.executable, "-m", *argv])  # noqa: S606
 
 
+@app.command("engine-bench")
+def engine_bench(
+    inputs: Annotated[list[Path], typer.Argument(exists=True, help="Page images or folders.")],
+    pages: Annotated[int, typer.Option(help="Pages to run (inputs are cycled).")] = 64,
+    concurrency: Annotated[int, typer.Option(help="Pages in flight.")] = 32,
+    speculation: Annotated[str, typer.Option(help="both, on or off.")] = "both",
+    profile: Annotated[str | None, typer.Option(help="Model profile, e.g. jina-ocr-v1.")] = None,
+    weights_dir: Annotated[Path | None, typer.Option(help="Local weights folder.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Engine batch size.")] = None,
+) -> None:
+    """Run the vLLM engine alone on page images: pages/s, tokens, acceptance, GPU s/page."""
+    if speculation not in ("both", "on", "off"):
+        raise typer.BadParameter("use both, on or off", param_hint="--speculation")
+    from worker.engines.vllm.bench import engine_bench_command
+
+    engine_bench_command(
+        inputs,
+        pages=pages,
+        concurrency=concurrency,
+        speculation=speculation,  # type: ignore[arg-type]
+        profile=profile,
+        weights_dir=weights_dir,
+        max_num_seqs=max_num_seqs,
+        echo=typer.echo,
+    )
+
+
 @app.command()
 def migrate(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Bring the database schema up to date."""
