@@ -63,8 +63,28 @@ def publish_prepare(job_id: str) -> None:
     get_celery().send_task(PREPARE_TASK, args=[job_id])
 
 
-def publish_ocr(page_id: int, countdown_s: float | None = None) -> None:
-    get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s)
+# GPU pages are split by licence class: only workers whose licence basis permits
+# commercial use consume the commercial queue, so a commercial page can never be
+# picked up by a worker that may not process it.
+OCR_GPU_STAGE = "ocr-gpu"
+OCR_GPU_COMMERCIAL_STAGE = "ocr-gpu-commercial"
+GPU_ENGINES = frozenset({"vllm"})
+
+
+def ocr_stage(engine: str | None, license_use: str | None) -> str:
+    if engine not in GPU_ENGINES:
+        return Stage.ocr.value
+    return OCR_GPU_COMMERCIAL_STAGE if license_use == "commercial" else OCR_GPU_STAGE
+
+
+def publish_ocr(
+    page_id: int,
+    engine: str | None = None,
+    license_use: str | None = None,
+    countdown_s: float | None = None,
+) -> None:
+    queue = get_settings().queue(ocr_stage(engine, license_use))
+    get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s, queue=queue)
 
 
 def publish_finalize(job_id: str) -> None:

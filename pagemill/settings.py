@@ -140,9 +140,33 @@ class Settings(BaseSettings):
         description="Queued work untouched this long has its message published again "
         "(duplicates are harmless: every claim is conditional).",
     )
-    cpu_price_usd_per_hour: float = Field(
+    device_kind: str = Field(
+        "cpu",
+        description="What this worker computes on, as ops reports it: cpu, nvidia-l4, "
+        "nvidia-a100-40gb...",
+    )
+    device_count: int = Field(
+        1, description="Devices this worker holds (cores for CPU pools, GPUs for GPU workers)."
+    )
+    commercial_license_reference: str | None = Field(
+        None,
+        description="Reference of a commercial licence this deployment holds for the model it "
+        "runs (e.g. a Jina AI contract number). Unset: non-commercial models serve "
+        "non-commercial jobs only.",
+    )
+    heartbeat_interval_s: float = Field(10, description="How often a worker says it is alive.")
+    worker_dead_after_s: float = Field(
+        60, description="A worker silent this long no longer counts as able to take work."
+    )
+    quote_fallback_seconds_per_page: float = Field(
+        5.0,
+        description="Device seconds a page is assumed to take when an engine has no history "
+        "yet to quote from.",
+    )
+    device_price_usd_per_hour: float = Field(
         0.05,
-        description="What one CPU core-hour costs; page cost = compute seconds x price / 3600.",
+        description="What one device-hour of this worker costs (a core for CPU pools, a GPU "
+        "for GPU workers); page cost = attributed device seconds x price / 3600.",
     )
 
     # --- Webhooks: completion callbacks (pagemill/webhooks/).

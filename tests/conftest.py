@@ -44,6 +44,9 @@ TEST_ENV = {
     "PAGEMILL_S3_SECRET_KEY": S3_SECRET_KEY,
     "PAGEMILL_S3_BUCKET": f"pagemill-test-{RUN_ID}",
     "PAGEMILL_TASK_TIME_LIMIT_S": "300",
+    # 3.60 USD a device-hour: a page's cost in USD is its device seconds / 1000.
+    "PAGEMILL_DEVICE_PRICE_USD_PER_HOUR": "3.6",
+    "PAGEMILL_HEARTBEAT_INTERVAL_S": "1",
     "PAGEMILL_RENDER_TIMEOUT_S": "240",
     "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S": "900",
     # Webhooks: a compressed retry schedule (5 attempts in a few seconds), and the

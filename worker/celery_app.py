@@ -1,28 +1,48 @@
 """The worker's Celery application: the shared configuration plus the tasks.
 
-Start with `pagemill worker --queues prepare,ocr,finalize`. CPU engines run in a
-prefork pool (PyMuPDF is not thread-safe); each child loads its models lazily.
+CPU workers: `pagemill worker --queues prepare,ocr,finalize,webhooks --pool prefork`
+(PyMuPDF is not thread-safe; each child loads its models lazily). GPU workers: one
+process per GPU, `--queues ocr-gpu[,ocr-gpu-commercial] --pool threads
+--concurrency 40`: the threads block on one vLLM engine owned by one event loop, so
+40 threads keep its 32 batch slots full.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from pagemill.db.session import get_engine, session_factory
 from pagemill.jobs.reaper import start_reaper_thread
 from pagemill.queue import make_celery
 from pagemill.settings import get_settings
+from worker import registration
+from worker.engines.registry import created_engine
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+log = logging.getLogger(__name__)
 
 app = make_celery(get_settings())
 app.conf.include = ["worker.tasks", "worker.webhook_tasks"]
 
-_reaper_stop: threading.Event | None = None
+_stops: list[threading.Event] = []
+_engine_shutdown: threading.Thread | None = None
+
+
+@worker_init.connect
+def _choose_id(**_: Any) -> None:
+    # In the parent, before the pool forks: children inherit the id.
+    registration.choose_worker_id()
 
 
 @worker_process_init.connect
@@ -39,12 +59,36 @@ def _prepare_child(**_: Any) -> None:
 
 
 @worker_ready.connect
-def _start_reaper(**_: Any) -> None:
-    global _reaper_stop
-    _reaper_stop = start_reaper_thread(session_factory(), get_settings())
+def _register_and_reap(sender: Any = None, **_: Any) -> None:
+    settings = get_settings()
+    sessions = session_factory()
+    queues = list(app.amqp.queues.consume_from or app.amqp.queues)
+    entry = registration.build_registration(queues, settings)
+    refusal = registration.refuse_unlicensed_commercial_queue(entry, settings)
+    if refusal is not None:
+        log.critical("refusing to start: %s", refusal)
+        os._exit(78)  # EX_CONFIG: a supervisor should not restart this as is
+    _stops.append(registration.start_heartbeat(sessions, entry, settings))
+    _stops.append(start_reaper_thread(sessions, settings))
+
+
+@worker_shutting_down.connect
+def _drain_gpu_engine(**_: Any) -> None:
+    # Drain the GPU engine on its own thread: pages in flight finish, the rest are
+    # refused and go back to the queue (see worker.bridge).
+    global _engine_shutdown
+    engine = created_engine("vllm")
+    if engine is not None and hasattr(engine, "shutdown"):
+        _engine_shutdown = threading.Thread(target=engine.shutdown, name="pagemill-gpu-drain")
+        _engine_shutdown.start()
 
 
 @worker_shutdown.connect
-def _stop_reaper(**_: Any) -> None:
-    if _reaper_stop is not None:
-        _reaper_stop.set()
+def _stop_threads(**_: Any) -> None:
+    if _engine_shutdown is not None:
+        _engine_shutdown.join()
+    for stop in _stops:
+        stop.set()
+    worker = registration.worker_id()
+    if worker is not None:
+        registration.stop_heartbeat(session_factory(), threading.Event(), worker)

@@ -13,12 +13,14 @@ import uuid
 from functools import lru_cache
 
 from celery import Task
+from celery.exceptions import Reject
 from sqlalchemy.exc import DBAPIError
 
 from pagemill.db.session import session_factory
 from pagemill.queue import FINALIZE_TASK, OCR_TASK, PREPARE_TASK, publish_finalize, publish_ocr
 from pagemill.settings import get_settings
 from pagemill.storage import StorageUnavailable, get_object_store
+from worker.bridge import BridgeClosed
 from worker.celery_app import app
 from worker.stages.context import StageContext
 from worker.stages.finalize import fail_unstorable_job, finalize_job
@@ -56,11 +58,14 @@ def prepare(task: Task, job_id: str) -> None:
 def ocr_page(task: Task, page_id: int) -> None:
     try:
         run = run_page(_context(), page_id, _backoff_s(task.request.retries))
+    except BridgeClosed as closing:
+        # This worker is shutting down: the message goes back for another worker.
+        raise Reject(closing, requeue=True) from closing
     except OUTAGES as error:
         log.warning("page %s: outage, retrying: %s", page_id, error)
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
     if run.outcome is PageOutcome.retry:
-        publish_ocr(page_id, countdown_s=run.retry_in_s)
+        publish_ocr(page_id, run.engine, run.license_use, countdown_s=run.retry_in_s)
     if run.job_complete and run.job_id is not None:
         publish_finalize(str(run.job_id))
 

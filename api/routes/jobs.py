@@ -7,6 +7,7 @@ import logging
 import tempfile
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,7 +55,13 @@ async def submit_job(
     metadata: Annotated[str | None, Form(description="A JSON object, returned as is.")] = None,
     license_use: Annotated[LicenseUse | None, Form()] = None,
     webhook_url: Annotated[str | None, Form()] = None,
-    engine: Annotated[str | None, Form(description="auto, textlayer or rapidocr.")] = None,
+    engine: Annotated[
+        str | None, Form(description="auto, textlayer, rapidocr or vllm (GPU).")
+    ] = None,
+    max_cost_usd: Annotated[
+        Decimal | None,
+        Form(ge=0, le=1_000_000, description="Refuse the job if its quote is above this."),
+    ] = None,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -72,6 +79,7 @@ async def submit_job(
                 webhook_url=service.check_webhook_url(webhook_url),
                 engine=engine,
                 metadata=service.parse_metadata(metadata),
+                max_cost_usd=max_cost_usd,
             )
             upload = await run_in_threadpool(
                 service.save_upload,

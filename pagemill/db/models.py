@@ -95,6 +95,9 @@ class Job(TimestampMixin, Base):
     prepare_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     prepare_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     prepare_lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The price told to the caller at submit, and the ceiling the caller set.
+    quote_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
+    max_cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -163,8 +166,65 @@ class Page(TimestampMixin, Base):
     engine_details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
     error: Mapped[str | None] = mapped_column(Text)
 
+    # Where and under which licence the page was processed. `license_use` is the job's,
+    # copied so the database itself can refuse a commercial page on a basis that
+    # does not permit it (see the check constraint below).
+    worker_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    license_use: Mapped[LicenseUse | None] = mapped_column(_enum(LicenseUse, "license_use"))
+    model: Mapped[str | None] = mapped_column(String(100))
+    model_license: Mapped[str | None] = mapped_column(String(64))
+    deployment_license_reference: Mapped[str | None] = mapped_column(String(200))
+    basis_permits_commercial: Mapped[bool | None] = mapped_column(Boolean)
+    price_usd_per_hour: Mapped[Decimal | None] = mapped_column(Numeric(12, 6))
+
+    # GPU engine measurements (vLLM's RequestOutput.metrics and speculative decoding).
+    queue_seconds: Mapped[float | None] = mapped_column(Float)
+    prefill_seconds: Mapped[float | None] = mapped_column(Float)
+    decode_seconds: Mapped[float | None] = mapped_column(Float)
+    spec_steps: Mapped[int | None] = mapped_column(Integer)
+    spec_draft_tokens: Mapped[int | None] = mapped_column(Integer)
+    spec_accepted_tokens: Mapped[int | None] = mapped_column(Integer)
+    repetition_retried: Mapped[bool | None] = mapped_column(Boolean)
+
     __table_args__ = (
+        CheckConstraint(
+            "license_use IS DISTINCT FROM 'commercial' OR basis_permits_commercial IS NOT FALSE",
+            name="commercial_use_needs_commercial_basis",
+        ),
         UniqueConstraint("job_id", "number"),
         CheckConstraint("number > 0", name="number_positive"),
         CheckConstraint("attempts >= 0", name="attempts_not_negative"),
     )
+
+
+class Worker(Base):
+    """A worker process as it registered: what it runs, under which licence, at what
+    price, and how busy it has been. Rows of dead workers stay for the accounts."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    queues: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    device_kind: Mapped[str] = mapped_column(String(64))
+    device_count: Mapped[int] = mapped_column(Integer)
+    price_usd_per_hour: Mapped[Decimal] = mapped_column(Numeric(12, 6))
+    engine: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(100))
+    model_license: Mapped[str] = mapped_column(String(64))
+    model_permits_commercial: Mapped[bool] = mapped_column(Boolean)
+    deployment_license_reference: Mapped[str | None] = mapped_column(String(200))
+    versions: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    heartbeat_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), index=True
+    )
+    stopped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Device seconds charged to pages, and pages finished, by this worker.
+    busy_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    pages_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    @property
+    def permits_commercial(self) -> bool:
+        return self.model_permits_commercial or self.deployment_license_reference is not None

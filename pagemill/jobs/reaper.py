@@ -31,7 +31,7 @@ REAPER_LOCK_KEY = 0x7061_6765
 @dataclass
 class ReapReport:
     prepares: list[str] = field(default_factory=list)
-    pages: list[int] = field(default_factory=list)
+    pages: list[tuple[int, str, str]] = field(default_factory=list)
     finalizes: list[str] = field(default_factory=list)
     # Not counted in `total`: most are retries falling due, not lost work.
     webhooks: list[str] = field(default_factory=list)
@@ -62,8 +62,8 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
         report.webhooks = [str(i) for i in webhook_outbox.due_deliveries(session, stale)]
     for job_id in report.prepares:
         queue.publish_prepare(job_id)
-    for page_id in report.pages:
-        queue.publish_ocr(page_id)
+    for page_id, engine, license_use in report.pages:
+        queue.publish_ocr(page_id, engine, license_use)
     for job_id in report.finalizes:
         queue.publish_finalize(job_id)
     for delivery_id in report.webhooks:

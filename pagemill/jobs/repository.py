@@ -104,14 +104,14 @@ def insert_page(session: Session, values: dict[str, Any]) -> None:
     )
 
 
-def queued_page_ids(session: Session, job_id: uuid.UUID) -> list[int]:
-    return list(
-        session.scalars(
-            select(Page.id)
-            .where(Page.job_id == job_id, Page.status == PageStatus.queued)
-            .order_by(Page.number)
-        )
+def queued_pages(session: Session, job_id: uuid.UUID) -> list[tuple[int, str, str]]:
+    """(page id, engine, licence use) of each queued page: what routing needs."""
+    rows = session.execute(
+        select(Page.id, Page.engine, Page.license_use)
+        .where(Page.job_id == job_id, Page.status == PageStatus.queued)
+        .order_by(Page.number)
     )
+    return [(row[0], row[1] or "", row[2].value if row[2] else "") for row in rows]
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,19 @@ def all_pages_terminal(session: Session, job_id: uuid.UUID) -> bool:
     return total is not None and (terminal or 0) >= total
 
 
+def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | None:
+    recent = (
+        select(Page.cost_usd)
+        .where(Page.engine == engine, Page.status == PageStatus.succeeded)
+        .where(Page.cost_usd.is_not(None))
+        .order_by(Page.finished_at.desc())
+        .limit(window)
+        .subquery()
+    )
+    mean = session.scalar(select(func.avg(recent.c.cost_usd)))
+    return Decimal(mean) if mean is not None else None
+
+
 def job_cost_usd(session: Session, job_id: uuid.UUID) -> Decimal:
     total = session.scalar(select(func.sum(Page.cost_usd)).where(Page.job_id == job_id))
     return Decimal(total or 0)
@@ -281,7 +294,7 @@ def take_abandoned_prepares(session: Session, stale: timedelta) -> list[uuid.UUI
     )
 
 
-def take_stranded_pages(session: Session, stale: timedelta) -> list[int]:
+def take_stranded_pages(session: Session, stale: timedelta) -> list[tuple[int, str, str]]:
     """Pages queued with no message in sight, or running on a lease that ran out."""
     job_is_live = (
         select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
@@ -292,14 +305,13 @@ def take_stranded_pages(session: Session, stale: timedelta) -> list[int]:
         & (Page.lease_expires_at < func.now())
         & _stale(Page.updated_at, stale)
     )
-    return list(
-        session.scalars(
-            update(Page)
-            .where(job_is_live, queued_too_long | lease_ran_out)
-            .values(updated_at=func.now())
-            .returning(Page.id)
-        )
+    rows = session.execute(
+        update(Page)
+        .where(job_is_live, queued_too_long | lease_ran_out)
+        .values(updated_at=func.now())
+        .returning(Page.id, Page.engine, Page.license_use)
     )
+    return [(row[0], row[1] or "", row[2].value if row[2] else "") for row in rows]
 
 
 def take_unfinalized_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]:

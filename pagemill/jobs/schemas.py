@@ -38,6 +38,17 @@ class ErrorOut(BaseModel):
     message: str
 
 
+class UsageOut(BaseModel):
+    prompt_tokens: int = Field(description="Tokens the model read (GPU engines).")
+    output_tokens: int = Field(description="Tokens the model wrote (GPU engines).")
+    device_seconds: float = Field(description="Device time attributed to the pages.")
+    spec_draft_tokens: int
+    spec_accepted_tokens: int
+    acceptance_rate: float | None = Field(
+        description="Accepted / drafted speculative tokens; None without speculation."
+    )
+
+
 class JobOut(BaseModel):
     id: uuid.UUID
     status: JobStatus
@@ -49,6 +60,9 @@ class JobOut(BaseModel):
     pages: PageCounts
     compute_seconds: float
     cost_usd: Decimal
+    quote_usd: Decimal | None
+    max_cost_usd: Decimal | None
+    usage: UsageOut
     error: ErrorOut | None
     created_at: datetime
     started_at: datetime | None
@@ -113,6 +127,9 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
             cancelled=counts[PageStatus.cancelled],
         ),
         "compute_seconds": sum(page.compute_seconds or 0.0 for page in pages),
+        "quote_usd": job.quote_usd,
+        "max_cost_usd": job.max_cost_usd,
+        "usage": _usage(pages),
         "cost_usd": sum((page.cost_usd or Decimal(0) for page in pages), Decimal(0)),
         "error": ErrorOut(code=job.error_code, message=job.error_message or "")
         if job.error_code
@@ -122,3 +139,16 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "links": {"self": self_url, "markdown": f"{self_url}/markdown"},
     }
+
+
+def _usage(pages: list[Page]) -> UsageOut:
+    drafted = sum(page.spec_draft_tokens or 0 for page in pages)
+    accepted = sum(page.spec_accepted_tokens or 0 for page in pages)
+    return UsageOut(
+        prompt_tokens=sum(page.prompt_tokens or 0 for page in pages),
+        output_tokens=sum(page.output_tokens or 0 for page in pages),
+        device_seconds=sum(page.compute_seconds or 0.0 for page in pages),
+        spec_draft_tokens=drafted,
+        spec_accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+    )

@@ -6,6 +6,8 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
@@ -19,8 +21,14 @@ from pagemill.domain import JobStatus, LicenseUse
 from pagemill.jobs import repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
+from pagemill.workers import registry as workers
 
-ENGINE_CHOICES = ("auto", "textlayer", "rapidocr")
+ENGINE_CHOICES = ("auto", "textlayer", "rapidocr", "vllm")
+# Engines whose models may forbid commercial use, and so need a licensed worker.
+LICENCE_GATED_ENGINES = frozenset({"vllm"})
+# Pages whose recent cost makes up the quote: enough to smooth noise, recent
+# enough to follow a price change.
+QUOTE_WINDOW_PAGES = 500
 
 
 class SubmissionRejected(Exception):
@@ -48,6 +56,7 @@ class SubmitOptions:
     webhook_url: str | None = None
     engine: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    max_cost_usd: Decimal | None = None
 
 
 def save_upload(
@@ -130,11 +139,23 @@ def submit_job(
             "too_many_pages",
             f"The job selects {len(numbers)} pages; the limit is {settings.max_pages}.",
         )
+    license_use = options.license_use or client.default_license_use
+    ocr_engine = engine if engine in ("rapidocr", "vllm") else settings.ocr_engine
+    _check_licensed_capacity(session, settings, license_use, engine, ocr_engine)
+    quote = quote_usd(session, settings, ocr_engine, len(numbers))
+    if options.max_cost_usd is not None and quote > options.max_cost_usd:
+        raise SubmissionRejected(
+            "over_budget",
+            f"The quote for {len(numbers)} pages is ${quote:.6f}, above max_cost_usd "
+            f"${options.max_cost_usd}.",
+        )
     job = Job(
         id=uuid.uuid4(),
         client_id=client.id,
         status=JobStatus.queued,
-        license_use=options.license_use or client.default_license_use,
+        license_use=license_use,
+        quote_usd=quote,
+        max_cost_usd=options.max_cost_usd,
         engine=engine,
         webhook_url=options.webhook_url,
         caller_metadata=options.metadata,
@@ -150,6 +171,42 @@ def submit_job(
     session.add(job)
     session.flush()
     return job
+
+
+def _check_licensed_capacity(
+    session: Session,
+    settings: Settings,
+    license_use: LicenseUse,
+    engine: str,
+    ocr_engine: str,
+) -> None:
+    """Refuse at submit, not by queueing forever, a commercial job that no live worker
+    may process. Only a page that needs OCR can reach the licence-gated engine."""
+    if license_use is not LicenseUse.commercial:
+        return
+    gated = ocr_engine in LICENCE_GATED_ENGINES and engine != "textlayer"
+    if not gated:
+        return
+    dead_after = timedelta(seconds=settings.worker_dead_after_s)
+    if not workers.can_serve_commercially(session, ocr_engine, dead_after):
+        raise SubmissionRejected(
+            "no_licensed_worker",
+            f"No running worker may process commercial documents with the {ocr_engine} "
+            "engine: its model's licence forbids commercial use and no worker holds a "
+            "commercial licence. Submit it as non_commercial, choose another engine, or "
+            "contact the operator.",
+            409,
+        )
+
+
+def quote_usd(session: Session, settings: Settings, engine: str, pages: int) -> Decimal:
+    """Pages x the recent mean cost per page of the engine that will run them (the
+    OCR engine: text-layer pages only ever cost less)."""
+    mean = repository.mean_cost_per_page(session, engine, QUOTE_WINDOW_PAGES)
+    if mean is None:
+        price = Decimal(str(settings.device_price_usd_per_hour))
+        mean = Decimal(str(settings.quote_fallback_seconds_per_page)) * price / 3600
+    return (mean * pages).quantize(Decimal("0.00000001"))
 
 
 def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:

@@ -41,5 +41,20 @@ def page_summary(page: Page) -> dict[str, Any]:
             "dpi": page.image_dpi,
         },
         "text_layer_chars": page.text_chars,
+        "tokens": {"prompt": page.prompt_tokens, "output": page.output_tokens},
+        "speculation": {
+            "steps": page.spec_steps,
+            "draft_tokens": page.spec_draft_tokens,
+            "accepted_tokens": page.spec_accepted_tokens,
+        },
+        "repetition_retried": page.repetition_retried,
+        "licence": {
+            "use": page.license_use.value if page.license_use else None,
+            "model": page.model,
+            "model_license": page.model_license,
+            "deployment_license_reference": page.deployment_license_reference,
+            "permits_commercial": page.basis_permits_commercial,
+        },
+        "worker_id": page.worker_id,
         "error": page.error,
     }

@@ -73,7 +73,13 @@ def s3_ready(access_key: str, secret_key: str) -> bool:
 
 
 def start_worker(
-    env: dict[str, str], log_path: Path, queues: str, concurrency: int = 2, pool: str = "prefork"
+    env: dict[str, str],
+    log_path: Path,
+    queues: str,
+    concurrency: int = 2,
+    pool: str = "prefork",
+    app: str = "worker.celery_app",
+    wait: bool = True,
 ) -> subprocess.Popen[bytes]:
     log = log_path.open("ab")
     process = subprocess.Popen(
@@ -82,7 +88,7 @@ def start_worker(
             "-m",
             "celery",
             "-A",
-            "worker.celery_app",
+            app,
             "worker",
             "--loglevel=INFO",
             f"--queues={queues}",
@@ -98,9 +104,11 @@ def start_worker(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if not wait:
+        return process
     wait_until(
         lambda: b"ready." in log_path.read_bytes() or process.poll() is not None,
-        60,
+        120,
         "the Celery worker",
     )
     if process.poll() is not None:

@@ -24,10 +24,14 @@ class Route:
     reason: str
 
 
+# Engines that read pixels; a job may ask for one by name.
+OCR_ENGINES = ("rapidocr", "vllm")
+
+
 def route_page(requested: str, facts: PageFacts, has_pdf_page: bool, ocr_engine: str) -> Route:
     """Pick the engine for one page and say why, in words an operator can act on."""
-    if requested == ocr_engine:
-        return Route(ocr_engine, "requested by the job")
+    if requested in OCR_ENGINES:
+        return Route(requested, "requested by the job")
     if not has_pdf_page:
         return Route(ocr_engine, "the page is an image, so it has no text layer")
     if requested == "textlayer":

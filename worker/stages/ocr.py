@@ -25,9 +25,13 @@ from pagemill.domain import PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.repository import PageClaim
 from pagemill.storage import JobKeys, StorageUnavailable
+from pagemill.workers import registry as workers
+from worker import registration
+from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
-from worker.engines.registry import get_engine
+from worker.engines.registry import get_engine, licence_basis
 from worker.stages.context import StageContext
+from worker.stages.measurements import gpu_measurements
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -50,6 +54,8 @@ class PageRun:
     job_id: uuid.UUID | None = None
     job_complete: bool = False
     retry_in_s: float = 0.0
+    engine: str | None = None
+    license_use: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,17 @@ class _ClaimedPage:
     facts: PageFacts
     image_dpi: int
     engine_failures: int
+    license_use: str | None
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """The licence this page is processed under, as the page row records it."""
+
+    model: str
+    model_license: str
+    deployment_license_reference: str | None
+    permits_commercial: bool
 
 
 def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> PageRun:
@@ -68,14 +85,46 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
     if isinstance(claimed, PageRun):
         return claimed
     keys = JobKeys(claimed.claim.job_id)
+    basis = _basis(ctx, claimed.engine_name)
     defer = _Deferral(ctx, claimed.claim, outage_backoff_s)
-    page_input = defer.on_outage(_load_page_input, ctx, keys, claimed)
     try:
+        _check_licence(claimed, basis)
+        page_input = defer.on_outage(_load_page_input, ctx, keys, claimed)
         result = get_engine(claimed.engine_name).convert(page_input)
+    except BridgeClosed:
+        # This worker is shutting down: give the page back at once for another.
+        with ctx.sessions.begin() as session:
+            repository.defer_page(session, claimed.claim, 0, "worker shut down mid-page")
+        raise
+    except StorageUnavailable:
+        raise
     except Exception as error:
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
-    return _record_success(ctx, claimed.claim, result)
+    return _record_success(ctx, claimed, result, basis)
+
+
+def _basis(ctx: StageContext, engine_name: str) -> _Basis:
+    model = licence_basis(engine_name)
+    reference = (
+        None if model.model_permits_commercial else ctx.settings.commercial_license_reference
+    )
+    return _Basis(
+        model=model.model,
+        model_license=model.model_license,
+        deployment_license_reference=reference,
+        permits_commercial=model.model_permits_commercial or reference is not None,
+    )
+
+
+def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
+    # Routing keeps commercial pages away from workers that may not process them;
+    # this is the check at the point of use (and the database has a third).
+    if page.license_use == "commercial" and not basis.permits_commercial:
+        raise EngineError(
+            f"{basis.model} is licensed {basis.model_license}, which does not permit "
+            "commercial use, and this deployment holds no commercial licence for it."
+        )
 
 
 def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
@@ -97,6 +146,7 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
             facts=PageFacts(**page.facts),
             image_dpi=page.image_dpi or 150,
             engine_failures=page.engine_failures,
+            license_use=page.license_use.value if page.license_use else None,
         )
 
 
@@ -132,29 +182,41 @@ class _Deferral:
             raise
 
 
-def _record_success(ctx: StageContext, claim: PageClaim, result: EngineResult) -> PageRun:
+def _record_success(
+    ctx: StageContext, page: _ClaimedPage, result: EngineResult, basis: _Basis
+) -> PageRun:
+    claim = page.claim
+    price = ctx.settings.device_price_usd_per_hour
+    worker = registration.worker_id()
     with ctx.sessions.begin() as session:
         finished = repository.finish_page(
             session,
             claim,
             {
                 "status": PageStatus.succeeded,
-                "device_kind": result.device_kind,
+                "device_kind": ctx.settings.device_kind,
                 "compute_seconds": result.compute_seconds,
-                "cost_usd": _cost_usd(result.compute_seconds, ctx.settings.cpu_price_usd_per_hour),
+                "cost_usd": _cost_usd(result.compute_seconds, price),
+                "price_usd_per_hour": Decimal(str(price)),
                 "output_chars": len(result.markdown),
                 "prompt_tokens": result.prompt_tokens,
                 "output_tokens": result.output_tokens,
                 "finish_reason": result.finish_reason,
                 "engine_details": result.details,
                 "error": None,
+                "worker_id": worker,
+                "model": basis.model,
+                "model_license": basis.model_license,
+                "deployment_license_reference": basis.deployment_license_reference,
+                "basis_permits_commercial": basis.permits_commercial,
+                **gpu_measurements(result.details),
             },
         )
         if not finished:
-            log.info(
-                "page %s attempt %s lost its claim; result discarded", claim.page_id, claim.attempt
-            )
+            log.info("page %s attempt %s lost its claim", claim.page_id, claim.attempt)
             return PageRun(PageOutcome.skipped)
+        if worker is not None:
+            workers.charge_page(session, worker, result.compute_seconds)
         complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=complete)
 
@@ -174,7 +236,13 @@ def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Excepti
             return PageRun(PageOutcome.skipped)
         if not final:
             backoff = ENGINE_RETRY_BACKOFF_S[min(failures, len(ENGINE_RETRY_BACKOFF_S)) - 1]
-            return PageRun(PageOutcome.retry, claim.job_id, retry_in_s=backoff)
+            return PageRun(
+                PageOutcome.retry,
+                claim.job_id,
+                retry_in_s=backoff,
+                engine=page.engine_name,
+                license_use=page.license_use,
+            )
         complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
 

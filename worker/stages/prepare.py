@@ -25,17 +25,20 @@ from pagemill.jobs import repository
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
-from worker.engines.router import route_page
+from worker.engines.router import OCR_ENGINES, route_page
 from worker.stages.context import StageContext
 
 log = logging.getLogger(__name__)
+
+# publish_ocr(page_id, engine, license_use): the queue depends on both.
+PublishOcr = Callable[[int, str, str], None]
 
 
 class PrepareRetry(Exception):
     """The renderer failed below the cap; try the job again shortly."""
 
 
-def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int], None]) -> int:
+def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -> int:
     """Prepare every selected page not prepared yet; returns how many pages were queued.
 
     Safe to run twice: pages already recorded are skipped, and OCR messages for
@@ -57,6 +60,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
         numbers = parse_page_selection(job.page_selection, job.document_pages)
         done = set(session.scalars(select(Page.number).where(Page.job_id == job_id)))
         requested_engine, kind = job.engine, job.source_kind
+        license_use = job.license_use.value
     keys = JobKeys(job_id)
     todo = [number for number in numbers if number not in done]
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
@@ -79,9 +83,9 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
             for line in run_sandboxed("worker.render_child", args, limits):
                 if not _job_still_running(ctx, job_id):
                     return 0  # cancelled while preparing: pages not yet stored never run
-                page_id = _store_page(ctx, job_id, keys, line, requested_engine)
-                if page_id is not None:
-                    publish_ocr(page_id)
+                stored = _store_page(ctx, job_id, keys, line, requested_engine, license_use)
+                if stored is not None:
+                    publish_ocr(*stored)
         except DocumentVerdict as verdict:
             _fail(ctx, job_id, verdict.message)
             return 0
@@ -94,15 +98,25 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: Callable[[int
             raise
     with ctx.sessions.begin() as session:
         repository.finish_prepare(session, job_id, attempt)
-        queued = repository.queued_page_ids(session, job_id)
-    for page_id in queued:
-        publish_ocr(page_id)
+        queued = repository.queued_pages(session, job_id)
+    for page_id, engine, page_license_use in queued:
+        publish_ocr(page_id, engine, page_license_use)
     return len(queued)
 
 
+def _ocr_engine_for(requested: str, default_ocr_engine: str) -> str:
+    # Pages are rendered once, at the resolution of the OCR engine that may read them.
+    return requested if requested in OCR_ENGINES else default_ocr_engine
+
+
 def _store_page(
-    ctx: StageContext, job_id: uuid.UUID, keys: JobKeys, line: dict[str, Any], requested: str
-) -> int | None:
+    ctx: StageContext,
+    job_id: uuid.UUID,
+    keys: JobKeys,
+    line: dict[str, Any],
+    requested: str,
+    license_use: str,
+) -> tuple[int, str, str] | None:
     facts = PageFacts(**line["facts"])
     number = facts.number
     route = route_page(requested, facts, line["pdf_path"] is not None, ctx.settings.ocr_engine)
@@ -130,10 +144,13 @@ def _store_page(
                 "render_seconds": line["render_seconds"],
                 "engine": route.engine,
                 "engine_reason": route.reason,
+                "license_use": license_use,
             },
         )
         page = repository.get_page_by_number(session, job_id, number)
-        return page.id if page is not None else None
+        if page is None or page.engine is None:
+            return None
+        return page.id, page.engine, license_use
 
 
 def _job_still_running(ctx: StageContext, job_id: uuid.UUID) -> bool:
