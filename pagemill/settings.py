@@ -255,6 +255,12 @@ class Settings(BaseSettings):
             ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad entry
         return self
 
+    @field_validator("commercial_license_reference", mode="before")
+    @classmethod
+    def _blank_reference_is_none(cls, value: object) -> object:
+        # An empty variable (as compose files leave it) must not count as a licence.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
     def _refuse_broken_combinations(self) -> Settings:
         if self.task_time_limit_s >= self.broker_visibility_timeout_s:
