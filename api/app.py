@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
-from api.routes import jobs, webhooks
+from api.routes import jobs, ops, webhooks
 from pagemill.settings import get_settings
 
 
@@ -23,6 +23,8 @@ def create_app() -> FastAPI:
     get_rate_limiter()  # built before the first request, not by many requests at once
     app.include_router(jobs.router)
     app.include_router(webhooks.router)
+    # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.
+    app.include_router(ops.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

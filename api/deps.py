@@ -65,3 +65,13 @@ def current_client(
 
 
 ClientDep = Annotated[Client, Depends(current_client)]
+
+
+def admin_client(client: ClientDep) -> Client:
+    """The calling client, which must hold an operator (admin) key."""
+    if not client.is_admin:
+        raise ApiError(403, "admin_only", "This view needs an operator (admin) key.")
+    return client
+
+
+AdminDep = Annotated[Client, Depends(admin_client)]

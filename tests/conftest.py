@@ -86,7 +86,7 @@ def database_url() -> Iterator[str]:
 def db(database_url: str) -> Iterator[str]:
     """A clean database for this test."""
     with psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute("TRUNCATE clients, jobs, pages RESTART IDENTITY CASCADE")
+        conn.execute("TRUNCATE clients, jobs, pages, workers RESTART IDENTITY CASCADE")
     yield database_url
 
 

@@ -89,7 +89,7 @@ def start_heartbeat(
         while not stop.wait(settings.heartbeat_interval_s):
             try:
                 with sessions.begin() as session:
-                    registry.heartbeat(session, registration.id)
+                    registry.heartbeat(session, registration)
             except Exception:
                 log.warning("heartbeat failed; retrying", exc_info=True)
 

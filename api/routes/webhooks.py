@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import ClientDep, SessionDep, SettingsDep
+from api.deps import AdminDep, ClientDep, SessionDep, SettingsDep
 from api.errors import ApiError
 from pagemill.db.session import session_factory
 from pagemill.jobs import repository as jobs_repository
@@ -102,7 +102,7 @@ def rotate_secret(
 
 @router.get("/v1/ops/webhook-deliveries", response_model=OpsWebhookDeliveryListOut)
 def ops_deliveries(
-    client: ClientDep,
+    _admin: AdminDep,
     session: SessionDep,
     status: DeliveryStatus = DeliveryStatus.dead,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -110,8 +110,6 @@ def ops_deliveries(
 ) -> OpsWebhookDeliveryListOut:
     """For operators: deliveries of every client by status, dead ones by default,
     most recently changed first."""
-    if not client.is_admin:
-        raise ApiError(403, "admin_only", "This view needs an operator (admin) key.")
     views = repository.list_deliveries_by_status(session, status, limit, offset)
     return OpsWebhookDeliveryListOut(
         deliveries=[ops_delivery_out(view) for view in views], limit=limit, offset=offset

@@ -21,9 +21,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pagemill.ops.catalog import VIEWS as OPS_VIEWS
+
 app = typer.Typer(help="pagemill: documents in, Markdown out.", no_args_is_help=True)
 client_app = typer.Typer(help="Manage API clients.", no_args_is_help=True)
 app.add_typer(client_app, name="client")
+ops_app = typer.Typer(
+    help="Ops tables, read from the database directly (run next to the deployment).",
+    no_args_is_help=True,
+)
+app.add_typer(ops_app, name="ops")
 console = Console()
 
 
@@ -322,6 +329,84 @@ def _json_or_exit(response: httpx.Response) -> dict:
         )
         raise typer.Exit(1)
     return body
+
+
+def _add_ops_command(name: str, title: str) -> None:
+    def command(
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
+        limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 500,
+    ) -> None:
+        _print_ops_view(name, as_json=as_json, limit=limit)
+
+    ops_app.command(name, help=f"{title}.")(command)
+
+
+for _ops_view in OPS_VIEWS.values():
+    _add_ops_command(_ops_view.name, _ops_view.title)
+
+
+def _print_ops_view(name: str, as_json: bool, limit: int) -> None:
+    import json
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from pagemill.db.session import session_scope
+    from pagemill.ops.repository import read_view
+
+    try:
+        with session_scope() as session:
+            found = read_view(session, name, limit=limit)
+    except SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        console.print(f"[red]Could not read the database: {reason}[/red]")
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(found.as_json(), indent=2))
+        return
+    table = Table(title=OPS_VIEWS[name].title)
+    for column in found.columns:
+        numeric = any(_is_number(row[column]) for row in found.rows)
+        table.add_column(column, justify="right" if numeric else "left")
+    for row in found.rows:
+        table.add_row(*(_ops_cell(row[column]) for column in found.columns))
+    if not found.rows:
+        table.caption = "no rows"
+    # Piped or captured output is not cut to a terminal's width.
+    out = console
+    if not console.is_terminal:
+        from rich.measure import Measurement
+
+        unbounded = Measurement.get(console, console.options.update_width(100_000), table)
+        out = Console(width=max(console.width, unbounded.maximum))
+    out.print(table)
+
+
+def _is_number(value: object) -> bool:
+    from decimal import Decimal
+
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def _ops_cell(value: object) -> str:
+    from datetime import date, datetime
+    from decimal import Decimal
+
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
+        # Money has 8 decimal places; averages would print 20.
+        return format(value.quantize(Decimal("1e-8")).normalize(), "f")
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
 
 
 if __name__ == "__main__":

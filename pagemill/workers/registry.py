@@ -66,8 +66,16 @@ def register(session: Session, registration: Registration) -> None:
     )
 
 
-def heartbeat(session: Session, worker_id: str) -> None:
-    session.execute(update(Worker).where(Worker.id == worker_id).values(heartbeat_at=func.now()))
+def heartbeat(session: Session, registration: Registration) -> None:
+    """Say this worker is alive; registers it again if its row has gone (pruned)."""
+    alive = session.execute(
+        update(Worker)
+        .where(Worker.id == registration.id)
+        .values(heartbeat_at=func.now())
+        .returning(Worker.id)
+    ).one_or_none()
+    if alive is None:
+        register(session, registration)
 
 
 def mark_stopped(session: Session, worker_id: str) -> None:

@@ -1,0 +1,200 @@
+"""Prometheus metrics, read at scrape time: page counts, latency, device time, cost and
+speculative-decoding acceptance from Postgres, queue depths from Redis.
+
+Nothing is counted in process memory, so the numbers are the same whichever API
+process answers the scrape, and hold across every worker process and restart. A
+source that cannot be read leaves its metrics out and sets `pagemill_scrape_error`
+for it; the scrape itself still succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+
+import redis
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from sqlalchemy import Engine
+
+from pagemill.db.session import get_engine
+from pagemill.ops.repository import LATENCY_BUCKETS_S, MetricsSnapshot, metrics_snapshot
+from pagemill.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+# Every Celery queue a deployment may run, by stage (settings.queue(stage) names them).
+QUEUE_STAGES = ("prepare", "ocr", "ocr-gpu", "ocr-gpu-commercial", "finalize", "webhooks")
+# kombu's Redis transport keeps one list per queue and priority step: the queue's own
+# name for priority 0, and the name with "\x06\x16" and the step for the others.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+_REDIS_TIMEOUT_S = 2.0
+
+
+def make_redis(url: str) -> redis.Redis:
+    """A client for scrapes: short timeouts and no retries, so a Redis outage costs a
+    scrape two seconds at most, not the client's retries with backoff."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=_REDIS_TIMEOUT_S,
+        socket_connect_timeout=_REDIS_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+@lru_cache(maxsize=1)
+def _redis() -> redis.Redis:
+    return make_redis(get_settings().broker_url)
+
+
+def queue_depths(client: redis.Redis, queues: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """Messages waiting in each queue (stage -> count); unacknowledged and delayed
+    messages are not waiting and are not counted."""
+    pipeline = client.pipeline(transaction=False)
+    pairs = list(queues)
+    for _, queue in pairs:
+        for suffix in _PRIORITY_SUFFIXES:
+            pipeline.llen(queue + suffix)
+    lengths = pipeline.execute()
+    step = len(_PRIORITY_SUFFIXES)
+    return {
+        stage: sum(int(length) for length in lengths[index * step : (index + 1) * step])
+        for index, (stage, _) in enumerate(pairs)
+    }
+
+
+class PagemillCollector(Collector):
+    def __init__(
+        self,
+        engine: Callable[[], Engine] = get_engine,
+        redis_client: Callable[[], redis.Redis] = _redis,
+    ) -> None:
+        self._engine = engine
+        self._redis_client = redis_client
+
+    def describe(self) -> Iterable[Metric]:
+        # Nothing up front: registering must not query the database.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        errors = {"postgres": 0.0, "redis": 0.0}
+        try:
+            snapshot = metrics_snapshot(self._engine())
+        except Exception:
+            log.warning("metrics: could not read Postgres", exc_info=True)
+            errors["postgres"] = 1.0
+        else:
+            yield from _page_metrics(snapshot)
+
+        settings = get_settings()
+        queues = [(stage, settings.queue(stage)) for stage in QUEUE_STAGES]
+        try:
+            depths = queue_depths(self._redis_client(), queues)
+        except Exception:
+            log.warning("metrics: could not read Redis", exc_info=True)
+            errors["redis"] = 1.0
+        else:
+            depth = GaugeMetricFamily(
+                "pagemill_queue_depth",
+                "Messages waiting in each Celery queue.",
+                labels=["queue", "stage"],
+            )
+            for stage, queue in queues:
+                depth.add_metric([queue, stage], depths[stage])
+            yield depth
+
+        error = GaugeMetricFamily(
+            "pagemill_scrape_error",
+            "1 when this scrape could not read the source; its metrics are left out.",
+            labels=["source"],
+        )
+        for source, value in errors.items():
+            error.add_metric([source], value)
+        yield error
+
+
+def _page_metrics(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    pages = CounterMetricFamily(
+        "pagemill_pages_processed",
+        "Pages that ended, by the engine that ran them and how they ended.",
+        labels=["engine", "status"],
+    )
+    for (engine, status), count in sorted(snapshot.pages.items()):
+        pages.add_metric([engine, status], count)
+    yield pages
+
+    latency = HistogramMetricFamily(
+        "pagemill_page_latency_seconds",
+        "Wall time of each page that ran (succeeded or failed), by engine.",
+        labels=["engine"],
+    )
+    bounds = [floatToGoString(bound) for bound in LATENCY_BUCKETS_S]
+    for histogram in sorted(snapshot.latency, key=lambda found: found.engine):
+        buckets = [
+            *zip(bounds, histogram.bucket_counts, strict=True),
+            ("+Inf", histogram.count),
+        ]
+        latency.add_metric([histogram.engine], buckets, histogram.sum_seconds)
+    yield latency
+
+    device_seconds = CounterMetricFamily(
+        "pagemill_device_seconds",
+        "Device seconds attributed to pages, by engine and device kind.",
+        labels=["engine", "device_kind"],
+    )
+    cost = CounterMetricFamily(
+        "pagemill_cost_usd",
+        "Cost of pages in US dollars (device seconds x price per hour / 3600).",
+        labels=["engine", "device_kind"],
+    )
+    for key in sorted(snapshot.device_seconds):
+        device_seconds.add_metric(list(key), snapshot.device_seconds[key])
+        cost.add_metric(list(key), snapshot.cost_usd[key])
+    yield device_seconds
+    yield cost
+
+    draft = CounterMetricFamily(
+        "pagemill_spec_draft_tokens",
+        "Tokens proposed by speculative decoding, by model.",
+        labels=["model"],
+    )
+    accepted = CounterMetricFamily(
+        "pagemill_spec_accepted_tokens",
+        "Proposed tokens that the model accepted, by model.",
+        labels=["model"],
+    )
+    rate = GaugeMetricFamily(
+        "pagemill_spec_acceptance_rate",
+        "Accepted over proposed tokens of speculative decoding, over all pages, by model.",
+        labels=["model"],
+    )
+    for model, (draft_tokens, accepted_tokens) in sorted(snapshot.speculation.items()):
+        draft.add_metric([model], draft_tokens)
+        accepted.add_metric([model], accepted_tokens)
+        if draft_tokens > 0:
+            rate.add_metric([model], accepted_tokens / draft_tokens)
+    yield draft
+    yield accepted
+    yield rate
+
+
+@lru_cache(maxsize=1)
+def metrics_registry() -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PagemillCollector())
+    return registry
+
+
+def render_metrics() -> tuple[bytes, str]:
+    """The Prometheus text exposition and its content type."""
+    return generate_latest(metrics_registry()), CONTENT_TYPE_LATEST

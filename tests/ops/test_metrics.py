@@ -1,0 +1,119 @@
+"""GET /metrics: Prometheus text read from Postgres and Redis at scrape time."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import redis
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine
+
+from pagemill.ops.metrics import QUEUE_STAGES, PagemillCollector, make_redis
+from tests.ops.conftest import OPS_QUEUE_PREFIX, OpsWorld
+
+approx = pytest.approx
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def test_metrics_count_what_the_database_and_queues_hold(
+    ops_world: OpsWorld, ops_api_url: str, redis_client: redis.Redis
+) -> None:
+    queues = {stage: f"{OPS_QUEUE_PREFIX}{stage}" for stage in QUEUE_STAGES}
+    for stage in QUEUE_STAGES:
+        redis_client.delete(queues[stage], queues[stage] + "\x06\x163")
+    redis_client.rpush(queues["ocr"], "a", "b", "c")
+    redis_client.rpush(queues["webhooks"], "d")
+    redis_client.rpush(queues["webhooks"] + "\x06\x163", "e")  # a priority list of kombu's
+
+    response = httpx.get(f"{ops_api_url}/metrics", timeout=30)  # no key: Prometheus scrapes
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = parse(response.text)
+
+    assert value(samples, "pagemill_scrape_error", source="postgres") == 0
+    assert value(samples, "pagemill_scrape_error", source="redis") == 0
+
+    processed = "pagemill_pages_processed_total"
+    assert {labels: count for (name, labels), count in samples.items() if name == processed} == {
+        frozenset({("engine", "rapidocr"), ("status", "succeeded")}): 3,
+        frozenset({("engine", "rapidocr"), ("status", "failed")}): 1,
+        frozenset({("engine", "vllm"), ("status", "succeeded")}): 4,
+        frozenset({("engine", "none"), ("status", "cancelled")}): 1,
+    }
+
+    # Wall seconds: rapidocr 2, 3, 4 and the failed 1.5; vllm 1.2, 0.9, 0.6, 0.8.
+    bucket = "pagemill_page_latency_seconds_bucket"
+    assert value(samples, bucket, engine="rapidocr", le="1.0") == 0
+    assert value(samples, bucket, engine="rapidocr", le="2.5") == 2
+    assert value(samples, bucket, engine="rapidocr", le="5.0") == 4
+    assert value(samples, bucket, engine="rapidocr", le="+Inf") == 4
+    assert value(samples, "pagemill_page_latency_seconds_count", engine="rapidocr") == 4
+    assert value(samples, "pagemill_page_latency_seconds_sum", engine="rapidocr") == approx(10.5)
+    assert value(samples, bucket, engine="vllm", le="0.5") == 0
+    assert value(samples, bucket, engine="vllm", le="1.0") == 3
+    assert value(samples, bucket, engine="vllm", le="2.5") == 4
+    assert value(samples, "pagemill_page_latency_seconds_count", engine="vllm") == 4
+    assert value(samples, "pagemill_page_latency_seconds_sum", engine="vllm") == approx(3.5)
+
+    # Failed pages used their device too; the running page has no measurement yet.
+    device, cost = "pagemill_device_seconds_total", "pagemill_cost_usd_total"
+    cpu = {"engine": "rapidocr", "device_kind": "cpu"}
+    l4 = {"engine": "vllm", "device_kind": "nvidia-l4"}
+    a100 = {"engine": "vllm", "device_kind": "nvidia-a100-40gb"}
+    assert value(samples, device, **cpu) == approx(10.0)
+    assert value(samples, device, **l4) == approx(0.75)
+    assert value(samples, device, **a100) == approx(0.5)
+    assert value(samples, cost, **cpu) == approx(0.001)
+    assert value(samples, cost, **l4) == approx(0.00015)
+    assert value(samples, cost, **a100) == approx(0.0002)
+
+    # 300 + 100 + 80 + 270 accepted of 400 + 200 + 100 + 300 proposed
+    jina = {"model": "jina-ocr-v1"}
+    assert value(samples, "pagemill_spec_draft_tokens_total", **jina) == 1000
+    assert value(samples, "pagemill_spec_accepted_tokens_total", **jina) == 750
+    assert value(samples, "pagemill_spec_acceptance_rate", **jina) == approx(0.75)
+
+    depth = "pagemill_queue_depth"
+    depths = {stage: value(samples, depth, queue=queues[stage], stage=stage) for stage in queues}
+    assert depths == {
+        "prepare": 0,
+        "ocr": 3,
+        "ocr-gpu": 0,
+        "ocr-gpu-commercial": 0,
+        "finalize": 0,
+        "webhooks": 2,
+    }
+
+
+def test_an_unreadable_source_is_reported_not_raised(ops_world: OpsWorld) -> None:
+    dead_postgres = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/none")
+    dead_redis = make_redis("redis://127.0.0.1:1/0")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PagemillCollector(lambda: dead_postgres, lambda: dead_redis))
+    samples = parse(generate_latest(registry).decode())
+    assert value(samples, "pagemill_scrape_error", source="postgres") == 1
+    assert value(samples, "pagemill_scrape_error", source="redis") == 1
+    assert not [name for name, _ in samples if name != "pagemill_scrape_error"]
+
+    # Each source alone: what can be read still is.
+    working = CollectorRegistry(auto_describe=False)
+    working.register(PagemillCollector(redis_client=lambda: dead_redis))
+    samples = parse(generate_latest(working).decode())
+    assert value(samples, "pagemill_scrape_error", source="postgres") == 0
+    assert value(samples, "pagemill_scrape_error", source="redis") == 1
+    assert value(samples, "pagemill_spec_acceptance_rate", model="jina-ocr-v1") == approx(0.75)
+    assert not [name for name, _ in samples if name == "pagemill_queue_depth"]
