@@ -186,6 +186,14 @@ class Page(TimestampMixin, Base):
     spec_accepted_tokens: Mapped[int | None] = mapped_column(Integer)
     repetition_retried: Mapped[bool | None] = mapped_column(Boolean)
 
+    # Output quality (pagemill.quality): every check's result, the combined score,
+    # and the verdict after at most one repair: ok, repaired or degraded.
+    blank: Mapped[bool | None] = mapped_column(Boolean)
+    quality_checks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    quality_score: Mapped[float | None] = mapped_column(Float)
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    repair: Mapped[str | None] = mapped_column(String(64))
+
     __table_args__ = (
         CheckConstraint(
             "license_use IS DISTINCT FROM 'commercial' OR basis_permits_commercial IS NOT FALSE",

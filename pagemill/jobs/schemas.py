@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from pagemill.db.models import Job, Page
 from pagemill.domain import JobStatus, LicenseUse, PageStatus
-from pagemill.jobs.summaries import page_summary
+from pagemill.jobs.summaries import job_quality, page_summary
 
 
 class PageCounts(BaseModel):
@@ -63,6 +63,9 @@ class JobOut(BaseModel):
     quote_usd: Decimal | None
     max_cost_usd: Decimal | None
     usage: UsageOut
+    quality: dict[str, Any] = Field(
+        description="Mean page quality score, the worst page's verdict, pages by verdict."
+    )
     error: ErrorOut | None
     created_at: datetime
     started_at: datetime | None
@@ -130,6 +133,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "quote_usd": job.quote_usd,
         "max_cost_usd": job.max_cost_usd,
         "usage": _usage(pages),
+        "quality": job_quality(pages),
         "cost_usd": sum((page.cost_usd or Decimal(0) for page in pages), Decimal(0)),
         "error": ErrorOut(code=job.error_code, message=job.error_message or "")
         if job.error_code

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagemill.db.models import Job, Page
+from pagemill.quality.score import Verdict, job_score, job_verdict
 
 
 def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
@@ -18,6 +19,7 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
         },
         "license_use": job.license_use.value,
         "metadata": job.caller_metadata,
+        "quality": job_quality(pages),
         "pages": [page_summary(page) for page in pages],
     }
 
@@ -56,5 +58,25 @@ def page_summary(page: Page) -> dict[str, Any]:
             "permits_commercial": page.basis_permits_commercial,
         },
         "worker_id": page.worker_id,
+        "quality": {
+            "verdict": page.verdict,
+            "score": page.quality_score,
+            "repair": page.repair,
+            "blank": page.blank,
+            "checks": page.quality_checks,
+        },
         "error": page.error,
+    }
+
+
+def job_quality(pages: list[Page]) -> dict[str, Any]:
+    """The job's mean page score and its worst page's verdict."""
+    scored = [page for page in pages if page.quality_score is not None]
+    verdicts = [Verdict(page.verdict) for page in scored if page.verdict]
+    return {
+        "score": job_score(page.quality_score for page in scored if page.quality_score is not None),
+        "verdict": job_verdict(verdicts).value if verdicts else None,
+        "pages_by_verdict": {
+            verdict.value: sum(1 for v in verdicts if v is verdict) for verdict in Verdict
+        },
     }

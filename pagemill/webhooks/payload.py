@@ -29,6 +29,7 @@ class JobTotals:
     pages_by_status: dict[str, int]
     cost_usd: Decimal
     compute_seconds: float
+    quality: dict[str, Any] | None = None  # mean score, worst verdict, pages by verdict
 
 
 def event_type(status: JobStatus) -> str:
@@ -108,6 +109,7 @@ def build_body(job: Job, totals: JobTotals, settings: Settings, store: ObjectSto
             "pages": page_counts(job, totals),
             "cost_usd": str(totals.cost_usd),
             "compute_seconds": round(totals.compute_seconds, 3),
+            "quality": totals.quality,
             "license_use": job.license_use.value,
             "metadata": job.caller_metadata,
             "created_at": _iso(job.created_at),

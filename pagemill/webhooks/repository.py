@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Client, Job, Page
+from pagemill.jobs.summaries import job_quality
 from pagemill.webhooks.models import (
     DeliveryStatus,
     WebhookAttempt,
@@ -42,6 +43,7 @@ def job_totals(session: Session, job_id: uuid.UUID) -> JobTotals:
         pages_by_status={status.value: count for status, count, _, _ in rows},
         cost_usd=sum((Decimal(cost or 0) for _, _, cost, _ in rows), Decimal(0)),
         compute_seconds=sum(float(seconds or 0) for _, _, _, seconds in rows),
+        quality=job_quality(list(session.scalars(select(Page).where(Page.job_id == job_id)))),
     )
 
 

@@ -32,6 +32,7 @@ from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine, licence_basis
 from worker.stages.context import StageContext
 from worker.stages.measurements import gpu_measurements
+from worker.stages.quality import Assessed, convert_checked
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -90,7 +91,10 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
     try:
         _check_licence(claimed, basis)
         page_input = defer.on_outage(_load_page_input, ctx, keys, claimed)
-        result = get_engine(claimed.engine_name).convert(page_input)
+        assessed = convert_checked(
+            claimed.engine_name, page_input, _convert, ctx.settings.ocr_engine
+        )
+        result = assessed.result
     except BridgeClosed:
         # This worker is shutting down: give the page back at once for another.
         with ctx.sessions.begin() as session:
@@ -101,7 +105,11 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
     except Exception as error:
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
-    return _record_success(ctx, claimed, result, basis)
+    return _record_success(ctx, claimed, assessed, basis)
+
+
+def _convert(engine_name: str, page: PageInput) -> EngineResult:
+    return get_engine(engine_name).convert(page)
 
 
 def _basis(ctx: StageContext, engine_name: str) -> _Basis:
@@ -183,9 +191,10 @@ class _Deferral:
 
 
 def _record_success(
-    ctx: StageContext, page: _ClaimedPage, result: EngineResult, basis: _Basis
+    ctx: StageContext, page: _ClaimedPage, assessed: Assessed, basis: _Basis
 ) -> PageRun:
     claim = page.claim
+    result = assessed.result
     price = ctx.settings.device_price_usd_per_hour
     worker = registration.worker_id()
     with ctx.sessions.begin() as session:
@@ -210,6 +219,7 @@ def _record_success(
                 "deployment_license_reference": basis.deployment_license_reference,
                 "basis_permits_commercial": basis.permits_commercial,
                 **gpu_measurements(result.details),
+                **assessed.columns(),
             },
         )
         if not finished:
