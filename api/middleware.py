@@ -9,6 +9,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_body
+from pagemill.domain import human_size
 
 
 class _TooLarge(Exception):
@@ -59,9 +60,11 @@ class BodySizeLimit:
             await self._reject(send)
 
     async def _reject(self, send: Send) -> None:
-        megabytes = self.max_bytes // (1024 * 1024)
         body = json.dumps(
-            error_body("file_too_large", f"The request is larger than the {megabytes} MiB limit.")
+            error_body(
+                "file_too_large",
+                f"The request is larger than the {human_size(self.max_bytes)} limit.",
+            )
         ).encode()
         headers: list[Any] = [
             (b"content-type", b"application/json"),

@@ -52,3 +52,13 @@ class Stage(StrEnum):
     prepare = "prepare"
     ocr = "ocr"
     finalize = "finalize"
+
+
+def human_size(size_bytes: int) -> str:
+    """1536 -> "1.5 KiB": limits in messages people read."""
+    value = float(size_bytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

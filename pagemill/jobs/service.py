@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
 from pagemill.documents.pagerange import PageRangeError, parse_page_selection
-from pagemill.domain import JobStatus, LicenseUse
+from pagemill.domain import JobStatus, LicenseUse, human_size
 from pagemill.jobs import repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
@@ -71,7 +71,7 @@ def save_upload(
             if size > max_bytes:
                 raise SubmissionRejected(
                     "file_too_large",
-                    f"The file is larger than the {max_bytes // (1024 * 1024)} MiB limit.",
+                    f"The file is larger than the {human_size(max_bytes)} limit.",
                     413,
                 )
             digest.update(chunk)

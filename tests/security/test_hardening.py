@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pymupdf
 import pytest
 
 from pagemill.clients.repository import authenticate
@@ -95,6 +96,8 @@ def small_limits_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
         **os.environ,
         "PAGEMILL_MAX_UPLOAD_BYTES": str(200 * 1024),
         "PAGEMILL_RATE_LIMIT": "5/minute",
+        "PAGEMILL_MAX_PAGES": "2",
+        "PAGEMILL_MAX_IMAGE_PIXELS": "1000000",
         "PAGEMILL_QUEUE_PREFIX": f"limits{port}-",
     }
     process = services.start_api(env, TMP_ROOT / f"limits-api-{port}.log", port)
@@ -181,3 +184,34 @@ def test_no_secrets_in_logs_or_error_bodies(api: httpx.Client, api_url: str) -> 
         assert key not in text, log
         assert wrong not in text, log
         assert S3_SECRET_KEY not in text, log
+
+
+def test_page_count_page_size_and_pixel_caps(small_limits_api: str, s3: ObjectStore) -> None:
+    key = make_client_key()
+    huge_page = pymupdf.open()
+    huge_page.new_page(width=20_000, height=600)
+    cases = [
+        ("three-pages.pdf", INVOICE.read_bytes(), "too_many_pages"),
+        ("banner.pdf", huge_page.tobytes(), "page_too_large"),
+        ("wide.png", _white_png(2000, 1000), "image_too_large"),  # 2 Mpx, a few KB
+    ]
+    before = stored_objects(s3)
+    with httpx.Client(
+        base_url=small_limits_api, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as client:
+        for name, body, code in cases:
+            response = client.post("/v1/jobs", files={"file": (name, body)})
+            assert response.status_code == 422, (name, response.text)
+            assert response.json()["error"]["code"] == code
+    assert count_rows("jobs") == 0
+    assert stored_objects(s3) == before
+
+
+def _white_png(width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (width, height), 255).save(buffer, format="PNG")
+    return buffer.getvalue()
