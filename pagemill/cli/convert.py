@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any
 
 from pagemill.documents.inspect import inspect_document
 from pagemill.documents.pagerange import parse_page_selection
-from worker.engines.base import PageInput
-from worker.engines.registry import render_dpi_for
-from worker.pipeline import assemble_document, convert_page
+from worker.engines.base import EngineResult, PageInput
+from worker.engines.registry import get_engine, render_dpi_for
+from worker.engines.router import route_page
+from worker.pipeline import assemble_document
 from worker.render import render_pages
+from worker.stages.quality import convert_checked
 
 OCR_ENGINE = "rapidocr"
 # Pixel budget for one page, as the workers' default.
@@ -71,18 +74,21 @@ def convert_file(
             image_dpi=rendered.image_dpi,
             pdf_page=rendered.pdf_page,
         )
-        outcome = convert_page(engine, page_input, OCR_ENGINE)
+        route = route_page(engine, rendered.facts, rendered.pdf_page is not None, OCR_ENGINE)
+        started = time.perf_counter()
+        assessed = convert_checked(route.engine, page_input, _convert, OCR_ENGINE)
+        markdown = assessed.result.markdown
         number = rendered.facts.number
-        (pages_dir / f"{number}.md").write_text(outcome.result.markdown + "\n")
+        (pages_dir / f"{number}.md").write_text(markdown + "\n")
         (pages_dir / f"{number}.png").write_bytes(rendered.image_png)
-        markdown_by_page.append((number, outcome.result.markdown))
+        markdown_by_page.append((number, markdown))
         page = ConvertedPage(
             number=number,
-            engine=outcome.route.engine,
-            engine_reason=outcome.route.reason,
-            wall_seconds=outcome.wall_seconds,
-            compute_seconds=outcome.result.compute_seconds,
-            output_chars=len(outcome.result.markdown),
+            engine=assessed.engine,
+            engine_reason=route.reason,
+            wall_seconds=time.perf_counter() - started,
+            compute_seconds=assessed.result.compute_seconds,
+            output_chars=len(markdown),
         )
         converted.append(page)
         manifest_pages.append(
@@ -95,6 +101,7 @@ def convert_file(
                     "dpi": rendered.image_dpi,
                 },
                 "facts": dataclasses.asdict(rendered.facts),
+                "quality": assessed.columns(),
             }
         )
         if on_page is not None:
@@ -107,3 +114,7 @@ def convert_file(
     }
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return ConvertedDocument(name=source.stem, directory=target, pages=converted)
+
+
+def _convert(engine_name: str, page: PageInput) -> EngineResult:
+    return get_engine(engine_name).convert(page)
