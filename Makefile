@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint typecheck pytest bench clean
 
 include mk/gpu.mk
+include mk/bench.mk
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is needed ($(PYTHON) not found)"; exit 1; }

@@ -1,0 +1,102 @@
+"""Shared pieces: run settings, medians, generated inputs, machine facts."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big each benchmark is. `smoke` is tiny: it only proves each one runs."""
+
+    smoke: bool
+    runs: int
+    workdir: Path
+
+    def size(self, smoke: int, full: int) -> int:
+        return smoke if self.smoke else full
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """The median and every run, so the report can show the spread."""
+    return {"median": median(values), "runs": [float(v) for v in values]}
+
+
+def verdict(value: float, target: float, higher_is_better: bool = True) -> dict[str, Any]:
+    """Met or missed, and by how much (as a share of the target)."""
+    met = value >= target if higher_is_better else value <= target
+    margin = (value - target) / target if target else float("nan")
+    return {
+        "target": target,
+        "higher_is_better": higher_is_better,
+        "met": bool(met),
+        "margin": margin,
+    }
+
+
+def make_text_pdf(path: Path, pages: int, *, lines: int = 40) -> Path:
+    """A born-digital A4 document: a heading, body lines and a small ruled table a page."""
+    import pymupdf
+
+    document = pymupdf.open()
+    for number in range(1, pages + 1):
+        page = document.new_page(width=595, height=842)
+        page.insert_text((72, 72), f"Invoice 2041-{number:04d}", fontsize=16)
+        y = 100.0
+        for line in range(lines):
+            text = (
+                f"Line {line + 1}: item {number * 7 + line} delivered to Harbour Supplies Ltd, "
+                f"quantity {line % 9 + 1}, unit price {(line * 13) % 97 + 0.5:.2f} EUR"
+            )
+            page.insert_text((72, y), text, fontsize=9)
+            y += 13
+        for row in range(4):
+            top = y + 10 + row * 18
+            page.draw_rect(pymupdf.Rect(72, top, 523, top + 18), width=0.5)
+            page.insert_text((78, top + 12), f"Total row {row + 1}: {row * 111.11:.2f}", fontsize=9)
+    document.save(str(path), deflate=True)
+    document.close()
+    return path
+
+
+def machine() -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                facts["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                facts["memory_gb"] = round(int(line.split()[1]) / 1024**2, 1)
+                break
+        facts["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    return facts
+
+
+def tool_version(command: list[str]) -> str | None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (done.stdout or done.stderr).strip().splitlines()
+    return text[0] if text else None

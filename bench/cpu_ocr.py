@@ -1,0 +1,113 @@
+"""Figure 4 (CPU OCR): the service's rapidocr path versus rapidocr called directly.
+
+The service: worker.engines.rapidocr.RapidOcrEngine.convert on a PageInput (the
+page image wrapped in a PDF page, OCR and pymupdf4llm's layout pass to
+Markdown). The reference: rapidocr.RapidOCR() called on the same PNG bytes.
+Both warm (models loaded) before timing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import ROOT, Plan, median, summary, verdict
+
+
+def smoke_image() -> tuple[str, bytes, int]:
+    """One short line of text as a 150 dpi image: enough for the smoke run."""
+    import pymupdf
+
+    document = pymupdf.open()
+    page = document.new_page(width=288, height=54)
+    page.insert_text((12, 32), "Invoice 2041, total 412.00 EUR", fontsize=14)
+    png = page.get_pixmap(dpi=150, alpha=False).tobytes("png")
+    document.close()
+    return ("one generated line of text", png, 150)
+
+
+def page_images(count: int) -> list[tuple[str, bytes, int]]:
+    """(name, PNG, dpi) of scanned pages: the samples first, then the test corpus."""
+    import pymupdf
+
+    images: list[tuple[str, bytes, int]] = []
+    for pdf in (ROOT / "samples/scanned-sentence.pdf", ROOT / "tests/fixtures/corpus/ocr_test.pdf"):
+        if pdf.exists():
+            with pymupdf.open(str(pdf)) as document:
+                png = document[0].get_pixmap(dpi=150, alpha=False).tobytes("png")
+            images.append((f"{pdf.name} p1", png, 150))
+    invoice = ROOT / "samples/scanned-invoice.png"
+    if invoice.exists():
+        images.append((invoice.name, invoice.read_bytes(), 150))
+    return images[:count]
+
+
+def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    from rapidocr import RapidOCR
+
+    from worker.engines.base import PageFacts, PageInput
+    from worker.engines.rapidocr import RapidOcrEngine
+
+    images = [smoke_image()] if plan.smoke else page_images(3)
+    pages = [
+        PageInput(
+            facts=PageFacts(
+                number=index + 1,
+                width_pt=0,
+                height_pt=0,
+                text_chars=0,
+                unreadable_chars=0,
+                invisible_text_chars=0,
+                image_coverage=1.0,
+            ),
+            image_png=png,
+            image_dpi=dpi,
+        )
+        for index, (_, png, dpi) in enumerate(images)
+    ]
+    service = RapidOcrEngine()
+    direct = RapidOCR()
+
+    def time_service() -> float:
+        started = time.perf_counter()
+        for page in pages:
+            service.convert(page)
+        return len(pages) / (time.perf_counter() - started)
+
+    def time_direct() -> float:
+        started = time.perf_counter()
+        for _, png, _ in images:
+            direct(png)
+        return len(pages) / (time.perf_counter() - started)
+
+    # Warm-up: model loading and first-run allocations are not per page.
+    service.convert(pages[0])
+    direct(images[0][1])
+    service_rates, direct_rates = [], []
+    for index in range(plan.runs):
+        # Alternate the order so drift in machine load falls on both sides.
+        if index % 2:
+            direct_rates.append(time_direct())
+            service_rates.append(time_service())
+        else:
+            service_rates.append(time_service())
+            direct_rates.append(time_direct())
+        log(
+            f"  cpu ocr run {index + 1}: service {service_rates[-1]:.3f}, "
+            f"rapidocr direct {direct_rates[-1]:.3f} pages/s"
+        )
+    ratios = [s / d for s, d in zip(service_rates, direct_rates, strict=True)]
+    return {
+        "cpu_ocr": {
+            "title": "CPU OCR",
+            "unit": "ratio of pages/s",
+            "service": "RapidOcrEngine.convert(PageInput): OCR + pymupdf4llm layout to Markdown",
+            "reference": "rapidocr.RapidOCR()(png) on the same images (boxes and text only)",
+            "inputs": ", ".join(name for name, _, _ in images) + " (150 dpi)",
+            "ratio": summary(ratios),
+            "service_pages_per_s": summary(service_rates),
+            "reference_pages_per_s": summary(direct_rates),
+            **verdict(median(ratios), 0.9),
+        }
+    }

@@ -1,0 +1,245 @@
+"""Figure 1 (orchestration ceiling) and figure 5's worker figures (prepare's peak
+memory in the real worker, worker memory growth over many pages).
+
+The service: born-digital PDFs uploaded to the API, prepared, one `ocr` task a
+page through the instant engine (bench/instant_app.py), finalized; pages/s from
+the first upload to the last job's finish. The reference: plain no-op Celery
+tasks (bench/noop_app.py), one a page, on the same Redis with the same worker
+count and pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import Plan, make_text_pdf, median, summary, verdict
+from bench.stack import BENCH_ENV, RUN_ID, Stack, cpu_seconds, process_tree, rss_bytes
+
+WORKER_CONCURRENCY = 2
+NOOP_COUNTER = f"pagemill-bench-{RUN_ID}-noop"
+
+
+def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    jobs = plan.size(2, 8)
+    pages_per_job = plan.size(3, 25)
+    growth_pages = plan.size(20, 1000)
+    pdf = make_text_pdf(plan.workdir / "orchestration.pdf", pages_per_job).read_bytes()
+    big_pdf = make_text_pdf(plan.workdir / "growth.pdf", growth_pages).read_bytes()
+
+    os.environ["PAGEMILL_BENCH_NOOP_COUNTER"] = NOOP_COUNTER
+    stack.start_api()
+    stages = stack.queues("prepare", "ocr", "finalize")
+    worker = stack.start_worker("instant-worker", "bench.instant_app", stages, WORKER_CONCURRENCY)
+    stack.start_worker("noop-worker", "bench.noop_app", stack.queues("noop"), WORKER_CONCURRENCY)
+    api = stack.processes["api"]
+    with httpx.Client(
+        base_url=stack.api_url, headers={"Authorization": f"Bearer {stack.api_key}"}, timeout=120
+    ) as client:
+        # Warm-up, not measured: imports, connections, first-use paths.
+        _run_jobs(client, pdf, 1)
+        _run_noop(pages_per_job)
+
+        service_rates, noop_rates, ratios, cpu_ms, render_ms = [], [], [], [], []
+        for index in range(plan.runs):
+            cpu_before = cpu_seconds([api, worker])
+            pages, wall = _run_jobs(client, pdf, jobs)
+            cpu_used = cpu_seconds([api, worker]) - cpu_before
+            noop_pages, noop_wall = _run_noop(jobs * pages_per_job)
+            service_rates.append(pages / wall)
+            noop_rates.append(noop_pages / noop_wall)
+            ratios.append(service_rates[-1] / noop_rates[-1])
+            cpu_ms.append(cpu_used * 1000 / pages)
+            render_ms.append(_render_ms_per_page())
+            log(
+                f"  orchestration run {index + 1}: service {service_rates[-1]:.1f} pages/s, "
+                f"no-op Celery {noop_rates[-1]:.1f} tasks/s, {cpu_ms[-1]:.1f} CPU ms/page"
+            )
+        stack.stop("noop-worker")
+
+        # Figure 5, in the real worker: one job of many pages.
+        rss_before = rss_bytes(worker)
+        pool_before = max(_pool_children_rss(worker), default=0)
+        sampler = _PrepareMemorySampler(worker)
+        sampler.start()
+        try:
+            growth_done, growth_wall = _run_jobs(client, big_pdf, 1)
+        finally:
+            sampler.stop()
+        rss_after = rss_bytes(worker)
+
+    ratio = median(ratios)
+    growth = (rss_after - rss_before) / rss_before
+    return {
+        "orchestration": {
+            "title": "Orchestration ceiling",
+            "unit": "ratio of pages/s",
+            "service": "API upload -> Redis -> Celery prepare/ocr/finalize -> S3 -> Postgres, "
+            "instant engine",
+            "reference": "no-op Celery tasks, one a page, same Redis, same worker count",
+            "inputs": f"{jobs} jobs x {pages_per_job} born-digital A4 pages a run, "
+            f"engine=rapidocr (instant), 150 dpi page images",
+            "workers": f"1 worker, prefork, concurrency {WORKER_CONCURRENCY}; 1 API process",
+            "ratio": summary(ratios),
+            "service_pages_per_s": summary(service_rates),
+            "reference_pages_per_s": summary(noop_rates),
+            "cpu_ms_per_page": summary(cpu_ms),
+            "render_ms_per_page": summary(render_ms),
+            **verdict(ratio, 0.5),
+        },
+        "memory_worker": {
+            "title": "Memory in the worker",
+            "unit": "MB and share",
+            "inputs": f"one job of {growth_pages} born-digital pages through the worker above "
+            f"(instant engine), after the orchestration runs",
+            "pages": growth_done,
+            "wall_s": growth_wall,
+            "prepare_peak_rss_mb": sampler.peak_bytes / 1e6,
+            "prepare_peak_how": "VmHWM of the prepare pool child plus VmHWM of its render "
+            "child, sampled every 50 ms while the job ran",
+            "render_child_peak_rss_mb": sampler.child_peak_bytes / 1e6,
+            "prepare_parent_peak_rss_mb": sampler.parent_peak_bytes / 1e6,
+            "pool_child_rss_before_mb": pool_before / 1e6,
+            "prepare_peak_target_mb": 300.0,
+            "prepare_peak_met": sampler.peak_bytes / 1e6 < 300.0,
+            "worker_rss_before_mb": rss_before / 1e6,
+            "worker_rss_after_mb": rss_after / 1e6,
+            "worker_rss_growth": growth,
+            **verdict(growth, 0.10, higher_is_better=False),
+        },
+    }
+
+
+def _run_jobs(client: httpx.Client, pdf: bytes, count: int) -> tuple[int, float]:
+    """Submit `count` jobs; returns (pages done, seconds from first upload to last finish)."""
+    started = time.time()
+
+    def submit(index: int) -> str:
+        response = client.post(
+            "/v1/jobs",
+            files={"file": (f"bench-{index}.pdf", pdf, "application/pdf")},
+            data={"engine": "rapidocr"},
+        )
+        response.raise_for_status()
+        return str(response.json()["id"])
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ids = list(pool.map(submit, range(count)))
+    rows = _wait_for_jobs(ids)
+    failed = [row for row in rows if row[1] != "succeeded"]
+    if failed:
+        raise RuntimeError(f"benchmark jobs did not succeed: {failed}")
+    finished = max(row[2] for row in rows)
+    return sum(row[3] for row in rows), finished.timestamp() - started
+
+
+def _wait_for_jobs(ids: list[str], timeout_s: float = 1800) -> list[Any]:
+    import psycopg
+
+    url = BENCH_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            rows = conn.execute(
+                "SELECT id, status::text, finished_at, pages_total FROM jobs "
+                "WHERE id = ANY(%s::uuid[]) AND finished_at IS NOT NULL",
+                (ids,),
+            ).fetchall()
+            if len(rows) == len(ids):
+                return rows
+            time.sleep(0.05)
+    raise TimeoutError(f"benchmark jobs unfinished after {timeout_s} s")
+
+
+def _render_ms_per_page() -> float:
+    """Mean time prepare's render child spent on a page (the pages table records it)."""
+    import psycopg
+
+    url = BENCH_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT avg(render_seconds) FROM pages").fetchone()
+    return float(row[0] or 0) * 1000 if row else 0.0
+
+
+def _pool_children_rss(worker: Any) -> list[int]:
+    import psutil
+
+    sizes = []
+    for proc in psutil.Process(worker.pid).children():
+        try:
+            sizes.append(proc.memory_info().rss)
+        except psutil.NoSuchProcess:
+            continue
+    return sizes
+
+
+def _run_noop(count: int) -> tuple[int, float]:
+    import redis
+
+    from bench.noop_app import NOOP_TASK, app
+    from pagemill.settings import get_settings
+
+    counter = redis.Redis.from_url(BENCH_ENV["PAGEMILL_BROKER_URL"])
+    counter.delete(NOOP_COUNTER)
+    queue = get_settings().queue("noop")
+    started = time.time()
+    for number in range(count):
+        app.send_task(NOOP_TASK, args=[number], queue=queue)
+    deadline = time.monotonic() + 600
+    while int(counter.get(NOOP_COUNTER) or 0) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no-op tasks did not finish")
+        time.sleep(0.002)
+    return count, time.time() - started
+
+
+class _PrepareMemorySampler:
+    """Peak resident memory of prepare: the pool child running it plus its
+    sandboxed render child, from the kernel's high-water marks (VmHWM)."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+        self.peak_bytes = 0
+        self.child_peak_bytes = 0
+        self.parent_peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            for proc in process_tree(self.worker):
+                try:
+                    if "worker.render_child" not in " ".join(proc.cmdline()):
+                        continue
+                    parent = proc.parent()
+                    child = _hwm_bytes(proc.pid)
+                    owner = _hwm_bytes(parent.pid) if parent else 0
+                except (psutil.NoSuchProcess, OSError):
+                    continue
+                self.child_peak_bytes = max(self.child_peak_bytes, child)
+                self.parent_peak_bytes = max(self.parent_peak_bytes, owner)
+                self.peak_bytes = max(self.peak_bytes, child + owner)
+            self._stop.wait(0.05)
+
+
+def _hwm_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0

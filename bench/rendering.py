@@ -1,0 +1,102 @@
+"""Figure 2 (rendering): prepare's rendering versus poppler's `pdftoppm`.
+
+The service: worker.render.render_pages at the OCR engine's resolution (page
+facts, the PNG and the page alone as a PDF, exactly what prepare's render child
+makes), and the same plus storing each page image and page PDF in S3. The
+reference: `pdftoppm -png` (what olmOCR renders with) at the same pixel size.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import Plan, make_text_pdf, median, summary, tool_version, verdict
+
+
+def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    from pagemill.domain import SourceKind
+    from pagemill.settings import get_settings
+    from pagemill.storage import get_object_store
+    from worker.engines.registry import render_dpi_for
+    from worker.render import render_pages
+
+    pdftoppm = shutil.which("pdftoppm")
+    if pdftoppm is None:
+        raise RuntimeError("pdftoppm is missing: apt-get install -y poppler-utils")
+    settings = get_settings()
+    dpi = render_dpi_for(settings.ocr_engine)
+    pages = plan.size(3, 40)
+    pdf = make_text_pdf(plan.workdir / "rendering.pdf", pages)
+    numbers = list(range(1, pages + 1))
+    store = get_object_store()
+
+    def service(upload: bool) -> tuple[float, tuple[int, int]]:
+        started = time.perf_counter()
+        size = (0, 0)
+        for page in render_pages(pdf, SourceKind.pdf, numbers, dpi, settings.max_render_pixels):
+            size = (page.image_width_px, page.image_height_px)
+            if upload:
+                number = page.facts.number
+                store.put_bytes(f"bench/render/{number}.png", page.image_png, "image/png")
+                assert page.pdf_page is not None
+                store.put_bytes(f"bench/render/{number}.pdf", page.pdf_page, "application/pdf")
+        return pages / (time.perf_counter() - started), size
+
+    def reference(size: tuple[int, int]) -> tuple[float, tuple[int, int]]:
+        with tempfile.TemporaryDirectory(dir=plan.workdir) as out:
+            started = time.perf_counter()
+            subprocess.run(
+                [
+                    pdftoppm,
+                    "-png",
+                    "-scale-to-x",
+                    str(size[0]),
+                    "-scale-to-y",
+                    str(size[1]),
+                    str(pdf),
+                    f"{out}/page",
+                ],
+                check=True,
+            )
+            rate = pages / (time.perf_counter() - started)
+            from PIL import Image
+
+            with Image.open(sorted(Path(out).glob("*.png"))[0]) as first:
+                return rate, first.size
+
+    _, size = service(upload=False)  # warm-up: imports, fonts, first-use paths
+    render_rates, upload_rates, poppler_rates = [], [], []
+    poppler_size = size
+    for index in range(plan.runs):
+        render_rates.append(service(upload=False)[0])
+        upload_rates.append(service(upload=True)[0])
+        rate, poppler_size = reference(size)
+        poppler_rates.append(rate)
+        log(
+            f"  rendering run {index + 1}: render {render_rates[-1]:.1f}, render+upload "
+            f"{upload_rates[-1]:.1f}, pdftoppm {poppler_rates[-1]:.1f} pages/s"
+        )
+    ratios = [s / p for s, p in zip(upload_rates, poppler_rates, strict=True)]
+    render_only = [s / p for s, p in zip(render_rates, poppler_rates, strict=True)]
+    return {
+        "rendering": {
+            "title": "Rendering",
+            "unit": "ratio of pages/s",
+            "service": "worker.render.render_pages (facts, PNG, one-page PDF) + both to S3",
+            "reference": f"pdftoppm -png at the same pixel size ({tool_version([pdftoppm, '-v'])})",
+            "inputs": f"{pages} born-digital A4 pages at {dpi} dpi "
+            f"({size[0]}x{size[1]} px; pdftoppm {poppler_size[0]}x{poppler_size[1]} px)",
+            "ratio": summary(ratios),
+            "ratio_render_only": summary(render_only),
+            "service_pages_per_s": summary(upload_rates),
+            "service_render_only_pages_per_s": summary(render_rates),
+            "reference_pages_per_s": summary(poppler_rates),
+            **verdict(median(ratios), 5.0),
+        }
+    }
