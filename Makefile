@@ -30,11 +30,13 @@ typecheck: $(STAMP)
 
 # Postgres and Redis must be running on 127.0.0.1:5432 and :6379 (see README);
 # the tests start SeaweedFS themselves and create and drop their own databases.
-pytest: $(STAMP)
+pytest: $(STAMP) bench-tools
 	$(BIN)/python -m pytest --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
 
-# test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm).
-test: lint typecheck pytest test-gpu
+# test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm);
+# it goes before pytest so the benchmark smoke run (tests/bench) finds that
+# environment and runs the engine-saturation figures too.
+test: lint typecheck test-gpu pytest
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

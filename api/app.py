@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
 from api.routes import jobs, ops, webhooks
+from pagemill.documents.sandbox import start_fork_server
 from pagemill.settings import get_settings
+
+
+@asynccontextmanager
+async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+    # Uploads are inspected in sandboxed children forked from this server; starting
+    # it here keeps its one-off start-up out of the first upload's response time.
+    start_fork_server()
+    yield
 
 
 def create_app() -> FastAPI:
@@ -16,6 +28,7 @@ def create_app() -> FastAPI:
         title="pagemill",
         version="0.1.0",
         description="Documents in, Markdown out: submit a PDF or a page image, get Markdown back.",
+        lifespan=_lifespan,
     )
     install_error_handlers(app)
     # Multipart framing adds a little to the file itself.

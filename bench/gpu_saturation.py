@@ -20,7 +20,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench import gpu_engines
 
@@ -106,12 +106,14 @@ class _GpuWorker:
                 "pagemill_bench.gpu_page", args=[mode, index, name], queue=self.queue
             )
         self._wait(name, pages)
-        records = [json.loads(item) for item in self.store.lrange(name, 0, -1)]
+        # Sync client: redis-py types its replies as possibly awaitable.
+        items = cast(list[bytes], self.store.lrange(name, 0, -1))
+        records = [json.loads(item) for item in items]
         self.client.send_task(
             "pagemill_bench.gpu_report", args=[mode, f"{name}-report"], queue=self.queue
         )
         self._wait(f"{name}-report", 1)
-        report = json.loads(self.store.lindex(f"{name}-report", 0) or b"{}")
+        report = json.loads(cast(bytes | None, self.store.lindex(f"{name}-report", 0)) or b"{}")
         report["admitted"] = [at for at in report["admitted"] if at >= started]
         done = sorted(r["done_at"] for r in records)
         tokens = sum(r["tokens"] or 0 for r in records)
@@ -119,7 +121,7 @@ class _GpuWorker:
 
     def _wait(self, name: str, count: int) -> None:
         deadline = time.monotonic() + 900
-        while self.store.llen(name) < count:
+        while cast(int, self.store.llen(name)) < count:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"GPU bench worker stopped: {self.log_path.read_text()[-3000:]}")
             time.sleep(0.01)

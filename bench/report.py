@@ -234,10 +234,9 @@ def _memory(fig: dict[str, Any]) -> list[str]:
         []
         if fig["prepare_peak_met"]
         else [
-            f"- Why: most of the pool child's memory is there before prepare starts (the "
-            f"engines' libraries, imported when the pool child starts). What prepare itself "
-            f"adds, the render child plus the pool child's growth during the job, is "
-            f"{own:.0f} MB."
+            f"- Why: what prepare itself adds, the render child plus the pool child's growth "
+            f"during the job, is {own:.0f} MB; the rest is the pool child's libraries, there "
+            "before the job starts."
         ]
     )
     return [
@@ -247,9 +246,9 @@ def _memory(fig: dict[str, Any]) -> list[str]:
         f"{'met' if fig['prepare_peak_met'] else 'missed'} ({_pct(peak / 300 - 1)})",
         f"- Of which: render child {fig['render_child_peak_rss_mb']:.0f} MB, the pool child "
         f"running prepare {fig['prepare_parent_peak_rss_mb']:.0f} MB (a pool child held "
-        f"{fig['pool_child_rss_before_mb']:.0f} MB before the job: the libraries every task "
-        "of the worker loads, not prepare's own)",
-        f"- Worker RSS (parent and pool children) before / after: "
+        f"{fig['pool_child_rss_before_mb']:.0f} MB before the job: Celery, the database and "
+        "S3 clients and what every task of the worker loads)",
+        f"- Worker RSS (both workers: parents and pool children) before / after: "
         f"{fig['worker_rss_before_mb']:.0f} / {fig['worker_rss_after_mb']:.0f} MB, growth "
         f"**{fig['worker_rss_growth'] * 100:.1f}%**; target < 10%: {_verdict(fig)}",
         *why,

@@ -200,6 +200,12 @@ def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
     return total
 
 
+def is_sandbox_child(proc: Any) -> bool:
+    """A child forked by the sandbox's fork server (one per document, short-lived)."""
+    parent = proc.parent()
+    return parent is not None and "pagemill.documents.zygote" in " ".join(parent.cmdline())
+
+
 def rss_bytes(root: subprocess.Popen[bytes], *, exclude_transient: bool = True) -> int:
     """Resident memory of a worker: its parent and pool children (render children,
     which live for one prepare, are left out when asked)."""
@@ -208,7 +214,7 @@ def rss_bytes(root: subprocess.Popen[bytes], *, exclude_transient: bool = True) 
     total = 0
     for proc in process_tree(root):
         try:
-            if exclude_transient and "worker.render_child" in " ".join(proc.cmdline()):
+            if exclude_transient and is_sandbox_child(proc):
                 continue
             total += proc.memory_info().rss
         except psutil.NoSuchProcess:

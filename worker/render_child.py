@@ -1,26 +1,22 @@
-"""Sandboxed child that renders pages:
-`python -m worker.render_child SOURCE KIND DPI MAX_PIXELS OUT_DIR PAGES`.
+"""Sandboxed child that renders pages (see sandbox.run_sandboxed):
+args SOURCE KIND DPI MAX_PIXELS OUT_DIR PAGES.
 
-Writes `OUT_DIR/{n}.png` (and `{n}.pdf` for PDFs) and announces each page as a
-JSON line as soon as it is written, so the parent stores pages while later ones
-render.
+Writes `OUT_DIR/{n}.png` (and `{n}.pdf` for PDFs) and announces each page as soon
+as it is written, so the parent stores pages while later ones render.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
-from pagemill.documents.sandbox import apply_limits_from_env, emit
+from pagemill.documents.sandbox import emit
+from pagemill.domain import SourceKind
+from worker.render import render_pages
 
 
-def main() -> None:
-    apply_limits_from_env()
-    from pagemill.domain import SourceKind
-    from worker.render import render_pages
-
-    source, kind, dpi, max_pixels, out_dir, pages = sys.argv[1:7]
+def run(args: list[str]) -> None:
+    source, kind, dpi, max_pixels, out_dir, pages = args[:6]
     numbers = [int(number) for number in pages.split(",") if number]
     out = Path(out_dir)
     for page in render_pages(Path(source), SourceKind(kind), numbers, int(dpi), int(max_pixels)):
@@ -42,7 +38,3 @@ def main() -> None:
                 "render_seconds": page.render_seconds,
             }
         )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,16 @@
 """Open untrusted documents in a child process with memory, CPU and wall-clock limits.
 
 PyMuPDF is not thread-safe and a malformed file can crash or hang it. In a child,
-a crash costs one subprocess, not the API or the worker; a hang is killed at the
+a crash costs one process, not the API or the worker; a hang is killed at the
 deadline; a decompression bomb hits the address-space limit.
 
-The child speaks JSON lines on stdout. A line with "error" is a verdict about the
-document (deterministic: retrying will not help); anything else is data.
+Children are forked by a per-process fork server (zygote.py) that has already
+imported PyMuPDF: a fresh interpreter spends about a second of CPU importing it,
+which for a one-page invoice was most of what the service spent on the whole job.
+
+A child writes JSON lines to its data pipe. A line with "error" is a verdict about
+the document (deterministic: retrying will not help); one with "crash" says why
+the child failed; anything else is data.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
-LIMITS_ENV = "PAGEMILL_SANDBOX_LIMITS"
+from pagemill.documents.zygote import EXIT_CODE
 
 
 @dataclass(frozen=True)
@@ -47,91 +54,181 @@ class DocumentVerdict(Exception):
 
 
 def run_sandboxed(module: str, args: list[str], limits: Limits) -> Iterator[dict[str, Any]]:
-    """Run `python -m module args...` under limits; yield its JSON lines as they come."""
-    env = {**os.environ, LIMITS_ENV: json.dumps([limits.memory_bytes, limits.cpu_s])}
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    timed_out = threading.Event()
-
-    def kill_at_deadline() -> None:
-        timed_out.set()
-        _kill_group(process)
-
-    watchdog = threading.Timer(limits.wall_s, kill_at_deadline)
-    watchdog.daemon = True
-    watchdog.start()
+    """Run `module.run(args)` in a limited child; yield its JSON lines as they come."""
+    data_r, data_w = os.pipe()
+    status_r, status_w = os.pipe()
     try:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = json.loads(raw)
-            if "error" in line:
-                raise DocumentVerdict(line["error"], line["message"], line.get("status", 422))
-            yield line
-        process.wait()
+        pid = _FORK_SERVER.fork(
+            {
+                "module": module,
+                "args": args,
+                "memory_bytes": limits.memory_bytes,
+                "cpu_s": limits.cpu_s,
+            },
+            data_w,
+            status_w,
+        )
     finally:
-        watchdog.cancel()
-        if process.poll() is None:
-            _kill_group(process)
-            process.wait()
-        stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
-    if timed_out.is_set():
+        os.close(data_w)
+        os.close(status_w)
+    deadline = time.monotonic() + limits.wall_s
+    crash: str | None = None
+    timed_out = False
+    # Whether the child is done on its own; if not (a timeout, or the caller
+    # stopped reading), it is killed at once rather than awaited.
+    child_done = False
+    with os.fdopen(data_r, "rb") as data, os.fdopen(status_r, "rb") as status:
+        try:
+            for line in _lines_until(data, deadline):
+                if line is None:
+                    timed_out = True
+                    break
+                if "crash" in line:
+                    crash = line["crash"]
+                    child_done = True
+                elif "error" in line:
+                    child_done = True
+                    raise DocumentVerdict(line["error"], line["message"], line.get("status", 422))
+                else:
+                    yield line
+            else:
+                child_done = True
+        finally:
+            exit_code = _exit_code(pid, status, wait_s=5.0 if child_done else 0.0)
+    if timed_out:
         raise SandboxFailed(f"the document took longer than {limits.wall_s:.0f} s to process")
-    if process.returncode != 0:
-        raise SandboxFailed(_describe_exit(process.returncode, stderr))
+    if exit_code != 0:
+        raise SandboxFailed(_describe_exit(exit_code, crash))
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+def _lines_until(data: IO[bytes], deadline: float) -> Iterator[dict[str, Any] | None]:
+    """The child's lines; None once the deadline passes first."""
+    while True:
+        ready, _, _ = select.select([data], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            yield None
+            return
+        raw = data.readline()
+        if not raw:
+            return
+        yield json.loads(raw)
 
 
-def _describe_exit(returncode: int, stderr: str) -> str:
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
+def _exit_code(pid: int, status: IO[bytes], wait_s: float) -> int:
+    # The child is the fork server's, which reports its exit code on the status pipe.
+    ready, _, _ = select.select([status], [], [], wait_s)
+    if not ready:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    raw = status.read(EXIT_CODE.size)
+    if len(raw) < EXIT_CODE.size:
+        return -signal.SIGKILL  # the fork server died with its child
+    (code,) = EXIT_CODE.unpack(raw)
+    return int(code)
+
+
+def _describe_exit(exit_code: int, crash: str | None) -> str:
+    if exit_code < 0:
+        name = signal.Signals(-exit_code).name
         if name == "SIGXCPU":
             return "processing the document used up its CPU time limit"
         return f"the document crashed the renderer ({name})"
-    if "MemoryError" in stderr or "std::bad_alloc" in stderr:
+    if crash is None:
+        return f"the renderer failed with exit status {exit_code}"
+    lowered = crash.lower()
+    # Python's MemoryError, C++'s bad_alloc, MuPDF's "malloc (N bytes) failed".
+    if (
+        "memoryerror" in lowered
+        or "bad_alloc" in lowered
+        or "out of memory" in lowered
+        or ("malloc" in lowered and "failed" in lowered)
+    ):
         return "processing the document needed more memory than allowed"
-    last = stderr.strip().splitlines()[-1:] or ["no message"]
-    return f"the renderer failed: {last[0][:300]}"
+    return f"the renderer failed: {crash[:300]}"
+
+
+class _ForkServer:
+    """This process's zygote: started on first use, again after a fork or a crash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner_pid: int | None = None
+        self._socket: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            self._ensure_running()
+
+    def fork(self, request: dict[str, Any], data_fd: int, status_fd: int) -> int:
+        message = json.dumps(request).encode()
+        with self._lock:
+            for attempt in (1, 2):
+                connection = self._ensure_running()
+                try:
+                    socket.send_fds(connection, [message], [data_fd, status_fd])
+                    reply = connection.recv(4096)
+                    if reply:
+                        return int(json.loads(reply)["pid"])
+                except OSError:
+                    if attempt == 2:
+                        raise
+                self._stop()  # the server died: start a new one and ask again
+        raise SandboxFailed("the sandbox's fork server is not answering")
+
+    def _ensure_running(self) -> socket.socket:
+        # A fork server belongs to the process that started it: a forked worker
+        # child starts its own rather than sharing its parent's socket.
+        if self._socket is not None and self._owner_pid == os.getpid():
+            return self._socket
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pagemill.documents.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                # Its own process group: a signal meant for the caller's group
+                # (Ctrl-C in a terminal) must not kill a child mid-document.
+                start_new_session=True,
+            )
+        self._socket, self._owner_pid = ours, os.getpid()
+        return ours
+
+    def _stop(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        if self._process is not None and self._owner_pid == os.getpid():
+            self._process.kill()
+            self._process.wait()
+        self._socket = self._process = self._owner_pid = None
+
+
+_FORK_SERVER = _ForkServer()
+
+
+def start_fork_server() -> None:
+    """Start this process's fork server now rather than with the first document."""
+    _FORK_SERVER.start()
 
 
 # --- The child side.
 
+_protocol: IO[str] | None = None
 
-_protocol = sys.stdout
 
-
-def apply_limits_from_env() -> None:
-    """Called first thing in a sandboxed child, before any untrusted byte is parsed.
-
-    Also keeps stdout for the JSON protocol alone: libraries that print (MuPDF's
-    warnings, for one) are sent to stderr instead."""
+def open_protocol(fd: int) -> None:
     global _protocol
-    _protocol = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    raw = os.environ.get(LIMITS_ENV)
-    if raw is None:
-        return
-    memory_bytes, cpu_s = json.loads(raw)
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Opening and rendering need none of PyMuPDF's layout models, whose import (with
-    # onnxruntime) costs a second per child; a None entry makes that import fail fast,
-    # which PyMuPDF treats as "layout not installed".
-    sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]
+    _protocol = os.fdopen(fd, "w")
+
+
+def close_protocol() -> None:
+    if _protocol is not None:
+        _protocol.close()
 
 
 def emit(line: dict[str, Any]) -> None:
+    """Send one line to the parent; only valid inside a sandboxed child."""
+    if _protocol is None:
+        raise RuntimeError("emit() is only for a sandboxed child")
     _protocol.write(json.dumps(line) + "\n")
     _protocol.flush()

@@ -12,14 +12,14 @@ import time
 import pymupdf
 
 from worker.engines._pymupdf4llm import page_to_markdown
-from worker.engines.base import EngineResult, PageInput
+from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineResult, PageInput
 
 
 class RapidOcrEngine:
     name = "rapidocr"
     # rapidocr's detector is tuned for text lines 15-40 px high: 150 dpi puts
     # 9-12 pt body text there without the cost of 300 dpi pages.
-    render_dpi = 150
+    render_dpi = CPU_ENGINE_RENDER_DPI
 
     def convert(self, page: PageInput) -> EngineResult:
         started = time.process_time()

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.engines.base import Engine
+from worker.engines.base import CPU_ENGINE_RENDER_DPI, Engine
 
 if TYPE_CHECKING:
     from worker.engines.vllm.profiles import ModelProfile
@@ -66,14 +66,10 @@ def _create(name: str) -> Engine:
 
 def render_dpi_for(name: str) -> int:
     """The resolution an engine wants, without loading its models."""
-    if name == "textlayer":
-        from worker.engines.textlayer import TextLayerEngine
-
-        return TextLayerEngine.render_dpi
-    if name == "rapidocr":
-        from worker.engines.rapidocr import RapidOcrEngine
-
-        return RapidOcrEngine.render_dpi
+    # Not from the engine classes: importing them loads PyMuPDF and the OCR models,
+    # which a worker that only prepares pages never needs.
+    if name in ("textlayer", "rapidocr"):
+        return CPU_ENGINE_RENDER_DPI
     if name == "vllm":
         return _vllm_profile().render_dpi
     raise ValueError(f"unknown engine {name!r}")

@@ -7,13 +7,13 @@ import time
 import pymupdf
 
 from worker.engines._pymupdf4llm import page_to_markdown
-from worker.engines.base import EngineError, EngineResult, PageInput
+from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
 
 
 class TextLayerEngine:
     name = "textlayer"
     # The page image is not read; 150 dpi keeps the stored preview useful and cheap.
-    render_dpi = 150
+    render_dpi = CPU_ENGINE_RENDER_DPI
 
     def convert(self, page: PageInput) -> EngineResult:
         if page.pdf_page is None:
