@@ -26,6 +26,7 @@ from bench.stack import (
     RUN_ID,
     Stack,
     cpu_seconds,
+    cpu_seconds_by_role,
     is_sandbox_child,
     process_tree,
     rss_bytes,
@@ -56,10 +57,15 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
         _run_noop(pages_per_job)
 
         service_rates, noop_rates, ratios, cpu_ms, render_ms = [], [], [], [], []
+        roles: dict[str, list[float]] = {}
         for index in range(plan.runs):
             cpu_before = cpu_seconds([api, worker])
+            roles_before = cpu_seconds_by_role({"api": api, "worker": worker})
             pages, wall = _run_jobs(client, pdf, jobs)
             cpu_used = cpu_seconds([api, worker]) - cpu_before
+            for role, used in cpu_seconds_by_role({"api": api, "worker": worker}).items():
+                spent = used - roles_before.get(role, 0.0)
+                roles.setdefault(role, []).append(spent * 1000 / pages)
             noop_pages, noop_wall = _run_noop(jobs * pages_per_job)
             service_rates.append(pages / wall)
             noop_rates.append(noop_pages / noop_wall)
@@ -108,6 +114,7 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
             "service_pages_per_s": summary(service_rates),
             "reference_pages_per_s": summary(noop_rates),
             "cpu_ms_per_page": summary(cpu_ms),
+            "cpu_ms_per_page_by_process": {role: summary(ms) for role, ms in roles.items()},
             "render_ms_per_page": summary(render_ms),
             **verdict(ratio, 0.5),
         },

@@ -184,6 +184,31 @@ def process_tree(root: subprocess.Popen[bytes]) -> list[Any]:
     return [parent, *parent.children(recursive=True)]
 
 
+def cpu_seconds_by_role(processes: dict[str, subprocess.Popen[bytes]]) -> dict[str, float]:
+    """CPU seconds of each named process tree, split into the root process, its other
+    descendants (Celery pool children) and the sandbox's fork servers, whose reaped
+    children (the inspect and render children) count with them."""
+    import psutil
+
+    totals: dict[str, float] = {}
+    for name, root in processes.items():
+        for proc in process_tree(root):
+            try:
+                times = proc.cpu_times()
+                command = " ".join(proc.cmdline())
+            except psutil.NoSuchProcess:
+                continue
+            if proc.pid == root.pid:
+                role = name
+            elif "pagemill.documents.zygote" in command or is_sandbox_child(proc):
+                role = f"{name} sandbox children"
+            else:
+                role = f"{name} pool children"
+            used = times.user + times.system + times.children_user + times.children_system
+            totals[role] = totals.get(role, 0.0) + used
+    return totals
+
+
 def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
     """User plus system CPU of each process, its live descendants and the
     descendants it has already waited for (the render children of prepare)."""

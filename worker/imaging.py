@@ -267,13 +267,17 @@ def _open(png: bytes) -> Image.Image:
 
 
 def _flatten(image: Image.Image) -> Image.Image:
-    """RGB on white: transparent areas of a PNG are paper, not black ink."""
+    """Grey or RGB on white: transparent areas of a PNG are paper, not black ink."""
     if image.mode.startswith("I"):
         # 16-bit greyscale scans: Pillow's own conversion clips every level above 255 to
         # white, which would erase all but the blackest ink. Scale the levels instead.
         levels = np.asarray(image, dtype=np.float64)
         full_scale = 65535.0 if levels.max(initial=0) > 255 else 255.0
         image = Image.fromarray(np.rint(levels * (255.0 / full_scale)).astype(np.uint8))
+    if image.mode in ("L", "RGB") and "transparency" not in image.info:
+        # Nothing transparent (every page pagemill renders): compositing would cost
+        # more than the rest of the blank check together.
+        return image
     rgba = image.convert("RGBA")
     paper = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     return Image.alpha_composite(paper, rgba).convert("RGB")
@@ -286,7 +290,7 @@ def _decode_gray(png: bytes) -> np.ndarray:
 
 def _scaled_bgr(png: bytes, max_side_px: int) -> np.ndarray:
     with _open(png) as image:
-        rgb = _flatten(image)
+        rgb = _flatten(image).convert("RGB")
     scale = max_side_px / max(rgb.size)
     if scale < 1.0:
         size = (max(round(rgb.width * scale), 1), max(round(rgb.height * scale), 1))

@@ -147,6 +147,13 @@ def _describe_exit(exit_code: int, crash: str | None) -> str:
     return f"the renderer failed: {crash[:300]}"
 
 
+_SINGLE_THREADED = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
 class _ForkServer:
     """This process's zygote: started on first use, again after a fork or a crash."""
 
@@ -187,6 +194,9 @@ class _ForkServer:
                 [sys.executable, "-m", "pagemill.documents.zygote", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
+                # One thread: fork copies only the calling thread, so a thread pool
+                # (numpy's BLAS starts one on import) could leave a lock held forever.
+                env={**os.environ, **_SINGLE_THREADED},
                 # Its own process group: a signal meant for the caller's group
                 # (Ctrl-C in a terminal) must not kill a child mid-document.
                 start_new_session=True,

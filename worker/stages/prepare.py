@@ -42,7 +42,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     """Prepare every selected page not prepared yet; returns how many pages were queued.
 
     Safe to run twice: pages already recorded are skipped, and OCR messages for
-    queued pages are published again (a duplicate OCR message is harmless).
+    pages an earlier attempt queued are published again (a duplicate is harmless).
     """
     lease = timedelta(seconds=ctx.settings.page_lease_s)
     with ctx.sessions.begin() as session:
@@ -63,6 +63,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
         license_use = job.license_use.value
     keys = JobKeys(job_id)
     todo = [number for number in numbers if number not in done]
+    published: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
         source = Path(workdir) / "source"
         ctx.store.download_file(keys.source, source)
@@ -86,6 +87,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
                 stored = _store_page(ctx, job_id, keys, line, requested_engine, license_use)
                 if stored is not None:
                     publish_ocr(*stored)
+                    published.add(stored[0])
         except DocumentVerdict as verdict:
             _fail(ctx, job_id, verdict.message)
             return 0
@@ -100,7 +102,10 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
         repository.finish_prepare(session, job_id, attempt)
         queued = repository.queued_pages(session, job_id)
     for page_id, engine, page_license_use in queued:
-        publish_ocr(page_id, engine, page_license_use)
+        # Pages stored by an earlier attempt may never have been published; this
+        # attempt's own pages were, a moment ago, and one message a page is enough.
+        if page_id not in published:
+            publish_ocr(page_id, engine, page_license_use)
     return len(queued)
 
 
