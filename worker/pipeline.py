@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pagemill.quality.furniture import FurnitureMode, split_pages
 from worker.engines.base import EngineResult, PageInput
 from worker.engines.registry import get_engine
 from worker.engines.router import Route, route_page
@@ -35,17 +36,33 @@ def page_marker(number: int) -> str:
     return f"<!-- page {number} -->"
 
 
-def assemble_document(pages: list[tuple[int, str | None]]) -> str:
-    """Join page Markdown in page order, each page introduced by its marker.
+@dataclass(frozen=True)
+class AssembledDocument:
+    markdown: str
+    # Each page's running headers, footers and page numbers, as manifest.json lists
+    # them (pagemill.quality.furniture); only pages that have Markdown.
+    furniture: dict[int, list[dict[str, Any]]]
+
+
+def assemble_document(
+    pages: list[tuple[int, str | None]], furniture: FurnitureMode = FurnitureMode.separate
+) -> AssembledDocument:
+    """Join page Markdown in page order, each page introduced by its marker, with the
+    pages' furniture kept, moved out or dropped as the job asked.
 
     A page without Markdown (it failed) keeps its marker and says so, so callers
     never mistake a gap for an empty page.
     """
     parts = []
-    for number, markdown in sorted(pages):
-        body = markdown.strip() if markdown is not None else "<!-- page failed: no output -->"
-        parts.append(f"{page_marker(number)}\n\n{body}".rstrip())
-    return "\n\n".join(parts) + "\n"
+    found = {}
+    for split in split_pages(pages, furniture):
+        if split.body is None:
+            body = "<!-- page failed: no output -->"
+        else:
+            body = split.body.strip()
+            found[split.number] = [item.to_dict() for item in split.furniture]
+        parts.append(f"{page_marker(split.number)}\n\n{body}".rstrip())
+    return AssembledDocument(markdown="\n\n".join(parts) + "\n", furniture=found)
 
 
 def page_manifest_entry(number: int, facts: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 import uuid
@@ -29,6 +28,7 @@ from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 
 log = logging.getLogger(__name__)
+
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
@@ -62,6 +62,13 @@ async def submit_job(
         Decimal | None,
         Form(ge=0, le=1_000_000, description="Refuse the job if its quote is above this."),
     ] = None,
+    furniture: Annotated[
+        str | None,
+        Form(
+            description="Running headers, footers and page numbers: separate (the default: "
+            "out of document.md, listed per page in manifest.json), inline or drop."
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -80,6 +87,7 @@ async def submit_job(
                 engine=engine,
                 metadata=service.parse_metadata(metadata),
                 max_cost_usd=max_cost_usd,
+                furniture=service.parse_furniture(furniture),
             )
             upload = await run_in_threadpool(
                 service.save_upload,
@@ -131,9 +139,7 @@ def _begin_idempotent(
     upload: service.SavedUpload,
     options: service.SubmitOptions,
 ) -> idempotency.StoredResponse | None:
-    request_sha256 = idempotency.fingerprint(
-        upload.sha256, {**dataclasses.asdict(options), "filename": upload.filename}
-    )
+    request_sha256 = service.request_fingerprint(upload.sha256, options, upload.filename)
     try:
         return idempotency.begin(
             session,

@@ -17,6 +17,7 @@ from typing import Any
 
 from pagemill.documents.inspect import inspect_document
 from pagemill.documents.pagerange import parse_page_selection
+from pagemill.quality.furniture import FurnitureMode
 from worker.engines.base import EngineResult, PageInput
 from worker.engines.registry import get_engine, render_dpi_for
 from worker.engines.router import route_page
@@ -51,6 +52,7 @@ def convert_file(
     out_dir: Path,
     pages: str | None = None,
     engine: str = "auto",
+    furniture: FurnitureMode = FurnitureMode.separate,
     on_page: Callable[[ConvertedPage], None] | None = None,
     on_page_count: Callable[[int], None] | None = None,
 ) -> ConvertedDocument:
@@ -106,10 +108,14 @@ def convert_file(
         )
         if on_page is not None:
             on_page(page)
-    (target / "document.md").write_text(assemble_document(markdown_by_page))
+    document = assemble_document(markdown_by_page, furniture)
+    (target / "document.md").write_text(document.markdown)
+    for entry in manifest_pages:
+        entry["furniture"] = document.furniture.get(entry["number"])
     manifest = {
         "source": {"filename": source.name, "kind": info.kind.value, "pages": info.page_count},
         "engine": engine,
+        "furniture": furniture.value,
         "pages": manifest_pages,
     }
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -40,15 +40,27 @@ def convert(
     out: Annotated[Path, typer.Option("-o", "--out", help="Output folder.")] = Path("out"),
     pages: Annotated[str | None, typer.Option(help='Pages to convert, e.g. "1-3,7".')] = None,
     engine: Annotated[str, typer.Option(help="auto, textlayer or rapidocr.")] = "auto",
+    furniture: Annotated[
+        str,
+        typer.Option(
+            help="Running headers, footers and page numbers: separate (out of document.md, "
+            "listed in manifest.json), inline or drop."
+        ),
+    ] = "separate",
 ) -> None:
     """Convert documents here, in this process, with no servers."""
     from pagemill.cli.convert import convert_file
     from pagemill.documents.inspect import DocumentRejected
     from pagemill.documents.pagerange import PageRangeError
+    from pagemill.quality.furniture import FurnitureMode
 
     if engine not in ("auto", "textlayer", "rapidocr"):
         raise typer.BadParameter(
             "engine must be auto, textlayer or rapidocr", param_hint="--engine"
+        )
+    if furniture not in FurnitureMode.__members__:
+        raise typer.BadParameter(
+            "furniture must be separate, inline or drop", param_hint="--furniture"
         )
     failures = 0
     for source in files:
@@ -67,6 +79,7 @@ def convert(
                     out,
                     pages=pages,
                     engine=engine,
+                    furniture=FurnitureMode(furniture),
                     on_page_count=set_total,
                     on_page=advance,
                 )
@@ -99,6 +112,51 @@ def _progress() -> Progress:
         console=console,
         transient=True,
     )
+
+
+@app.command("eval")
+def evaluate(
+    folder: Annotated[Path, typer.Argument(exists=True, file_okay=False, readable=True)],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Results as JSON.")] = Path(
+        "eval-results.json"
+    ),
+    engine: Annotated[str, typer.Option(help="auto, textlayer or rapidocr.")] = "auto",
+    variants: Annotated[
+        bool, typer.Option(help="Also score scans made from the folder's born-digital PDFs.")
+    ] = False,
+    variant_pages: Annotated[int, typer.Option(min=1, help="First pages per variant.")] = 2,
+    variant_kinds: Annotated[
+        str | None, typer.Option(help="Comma-separated, e.g. noise,blur (default: all).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the scanned variants.")] = 0,
+    thresholds: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="JSON of aggregates to meet, or exit 1."),
+    ] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Keep variants and Markdown here (default: discarded).")
+    ] = None,
+) -> None:
+    """Score the pipeline's output against ground truth in a folder, with no servers."""
+    from pagemill.cli.evaluate import evaluate_command
+
+    evaluate_command(
+        folder, out, engine, variants, variant_pages, variant_kinds, seed, thresholds, work_dir
+    )
+
+
+@app.command("eval-variants")
+def eval_variants(
+    source: Annotated[Path, typer.Argument(exists=True, file_okay=False, readable=True)],
+    out: Annotated[Path, typer.Argument(file_okay=False)],
+    pages: Annotated[int, typer.Option(min=1, help="First pages of each PDF.")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+    kinds: Annotated[str | None, typer.Option(help="Comma-separated, e.g. noise,blur.")] = None,
+) -> None:
+    """Make scanned variants of born-digital PDFs, with their text layer as reference."""
+    from pagemill.cli.evaluate import variants_command
+
+    variants_command(source, out, pages, seed, kinds)
 
 
 @app.command()

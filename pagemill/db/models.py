@@ -98,10 +98,18 @@ class Job(TimestampMixin, Base):
     # The price told to the caller at submit, and the ceiling the caller set.
     quote_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
     max_cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
+    # Running headers, footers and page numbers in document.md: "separate" (moved to
+    # manifest.json), "inline" or "drop" (pagemill.quality.furniture.FurnitureMode).
+    furniture: Mapped[str] = mapped_column(
+        String(16), default="separate", server_default="separate"
+    )
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (CheckConstraint("pages_total > 0", name="pages_total_positive"),)
+    __table_args__ = (
+        CheckConstraint("pages_total > 0", name="pages_total_positive"),
+        CheckConstraint("furniture IN ('separate', 'inline', 'drop')", name="furniture_known"),
+    )
 
 
 class IdempotencyKey(Base):
@@ -193,6 +201,9 @@ class Page(TimestampMixin, Base):
     quality_score: Mapped[float | None] = mapped_column(Float)
     verdict: Mapped[str | None] = mapped_column(String(16))
     repair: Mapped[str | None] = mapped_column(String(64))
+    # The page's running headers, footers and page numbers, each with where the job's
+    # furniture mode left it; written by finalize.
+    furniture: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
 
     __table_args__ = (
         CheckConstraint(

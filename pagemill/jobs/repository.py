@@ -202,6 +202,19 @@ def all_pages_terminal(session: Session, job_id: uuid.UUID) -> bool:
     return total is not None and (terminal or 0) >= total
 
 
+def record_page_furniture(
+    session: Session, job_id: uuid.UUID, furniture_by_page: dict[int, list[dict[str, Any]]]
+) -> None:
+    """Store each page's running headers, footers and page numbers as finalize found
+    them. Finalize may run twice; both runs write the same values."""
+    for number, furniture in furniture_by_page.items():
+        session.execute(
+            update(Page)
+            .where(Page.job_id == job_id, Page.number == number)
+            .values(furniture=furniture)
+        )
+
+
 def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | None:
     recent = (
         select(Page.cost_usd)

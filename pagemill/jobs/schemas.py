@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from pagemill.db.models import Job, Page
 from pagemill.domain import JobStatus, LicenseUse, PageStatus
 from pagemill.jobs.summaries import job_quality, page_summary
+from pagemill.quality.furniture import FurnitureMode
 
 
 class PageCounts(BaseModel):
@@ -65,6 +66,10 @@ class JobOut(BaseModel):
     usage: UsageOut
     quality: dict[str, Any] = Field(
         description="Mean page quality score, the worst page's verdict, pages by verdict."
+    )
+    furniture: FurnitureMode = Field(
+        description="Running headers, footers and page numbers: separate (out of "
+        "document.md, listed per page), inline or drop."
     )
     error: ErrorOut | None
     created_at: datetime
@@ -134,6 +139,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "max_cost_usd": job.max_cost_usd,
         "usage": _usage(pages),
         "quality": job_quality(pages),
+        "furniture": job.furniture,
         "cost_usd": sum((page.cost_usd or Decimal(0) for page in pages), Decimal(0)),
         "error": ErrorOut(code=job.error_code, message=job.error_message or "")
         if job.error_code

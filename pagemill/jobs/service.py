@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import uuid
@@ -18,7 +19,8 @@ from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
 from pagemill.documents.pagerange import PageRangeError, parse_page_selection
 from pagemill.domain import JobStatus, LicenseUse, human_size
-from pagemill.jobs import repository
+from pagemill.jobs import idempotency, repository
+from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
 from pagemill.workers import registry as workers
@@ -57,6 +59,22 @@ class SubmitOptions:
     engine: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     max_cost_usd: Decimal | None = None
+    furniture: FurnitureMode = FurnitureMode.separate
+
+
+# Options added after idempotency keys were first stored count only when set, so a
+# retry of a request sent before an option existed still matches its key.
+OPTIONS_ADDED_LATER = ("furniture",)
+
+
+def request_fingerprint(upload_sha256: str, options: SubmitOptions, filename: str | None) -> str:
+    """What an Idempotency-Key is bound to: the file and every option that was set."""
+    fields = {**dataclasses.asdict(options), "filename": filename}
+    defaults = SubmitOptions()
+    for name in OPTIONS_ADDED_LATER:
+        if fields[name] == getattr(defaults, name):
+            del fields[name]
+    return idempotency.fingerprint(upload_sha256, fields)
 
 
 def save_upload(
@@ -93,6 +111,19 @@ def parse_metadata(raw: str | None) -> dict[str, Any]:
     if len(raw) > 16 * 1024:
         raise SubmissionRejected("invalid_metadata", "The metadata field must be under 16 KiB.")
     return value
+
+
+def parse_furniture(raw: str | None) -> FurnitureMode:
+    if raw is None or not raw.strip():
+        return FurnitureMode.separate
+    try:
+        return FurnitureMode(raw.strip())
+    except ValueError:
+        raise SubmissionRejected(
+            "invalid_furniture",
+            "The furniture field must be one of "
+            f"{', '.join(mode.value for mode in FurnitureMode)}.",
+        ) from None
 
 
 def check_webhook_url(url: str | None) -> str | None:
@@ -166,6 +197,7 @@ def submit_job(
         document_pages=info.page_count,
         page_selection=options.pages.strip() if options.pages else None,
         pages_total=len(numbers),
+        furniture=options.furniture.value,
     )
     store.put_file(JobKeys(job.id).source, upload.path, CONTENT_TYPES[info.kind])
     session.add(job)

@@ -19,6 +19,7 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
         },
         "license_use": job.license_use.value,
         "metadata": job.caller_metadata,
+        "furniture": job.furniture,
         "quality": job_quality(pages),
         "pages": [page_summary(page) for page in pages],
     }
@@ -65,6 +66,8 @@ def page_summary(page: Page) -> dict[str, Any]:
             "blank": page.blank,
             "checks": page.quality_checks,
         },
+        # Running headers, footers and page numbers, and whether each is in document.md.
+        "furniture": page.furniture,
         "error": page.error,
     }
 

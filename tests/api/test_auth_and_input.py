@@ -133,6 +133,14 @@ BAD_UPLOADS = [
         "invalid_engine",
     ),
     (
+        "unknown furniture mode",
+        "invoice.pdf",
+        (SAMPLES / "invoice-multipage.pdf").read_bytes(),
+        {"furniture": "hide"},
+        422,
+        "invalid_furniture",
+    ),
+    (
         "bad licence use",
         "invoice.pdf",
         (SAMPLES / "invoice-multipage.pdf").read_bytes(),

@@ -44,6 +44,7 @@ def test_blank_page_is_empty_and_every_page_has_a_verdict(
         "truncation",
         "empty_output",
         "blank_invented",
+        "orientation",  # what was found, and done, before OCR
     }
     assert 0.0 <= scanned["quality"]["score"] <= 1.0
 

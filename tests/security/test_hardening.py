@@ -3,7 +3,6 @@ objects, no secrets in logs or error bodies."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 from pagemill.clients.repository import authenticate
 from pagemill.db.session import session_factory
 from pagemill.jobs import idempotency
-from pagemill.jobs.service import SubmitOptions
+from pagemill.jobs.service import SubmitOptions, request_fingerprint
 from pagemill.storage import ObjectStore
 from tests.api.test_auth_and_input import count_rows, stored_objects
 from tests.conftest import S3_SECRET_KEY, SAMPLES, TMP_ROOT, make_client_key
@@ -44,6 +43,16 @@ def test_idempotency_key_same_request_same_job(api: httpx.Client) -> None:
     assert count_rows("jobs") == 1
 
 
+def test_an_option_left_at_its_default_does_not_change_the_request(api: httpx.Client) -> None:
+    # Keys stored before the furniture option existed must still match their retries.
+    first = post_job(api, "order-19", pages="1")
+    same = post_job(api, "order-19", pages="1", furniture="separate")
+    assert same.status_code == 202 and same.json()["id"] == first.json()["id"]
+    other = post_job(api, "order-19", pages="1", furniture="inline")
+    assert other.status_code == 422
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+
+
 def test_idempotency_key_different_request_is_422(api: httpx.Client) -> None:
     assert post_job(api, "order-18", pages="1").status_code == 202
     other = post_job(api, "order-18", pages="2")
@@ -67,10 +76,8 @@ def test_idempotency_key_in_flight_is_409(api: httpx.Client) -> None:
     with session_factory()() as session:
         client = authenticate(session, str(api.headers["Authorization"])[7:])
         assert client is not None
-        options = SubmitOptions()
-        fingerprint = idempotency.fingerprint(
-            hashlib.sha256(INVOICE.read_bytes()).hexdigest(),
-            {**dataclasses.asdict(options), "filename": INVOICE.name},
+        fingerprint = request_fingerprint(
+            hashlib.sha256(INVOICE.read_bytes()).hexdigest(), SubmitOptions(), INVOICE.name
         )
         hour = timedelta(hours=1)
         assert idempotency.begin(session, client.id, "in-flight", fingerprint, hour, hour) is None

@@ -8,6 +8,7 @@ import uuid
 from pagemill.domain import JobStatus, PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.summaries import build_manifest
+from pagemill.quality.furniture import FurnitureMode
 from pagemill.storage import JobKeys
 from worker.pipeline import assemble_document
 from worker.stages.context import StageContext
@@ -34,9 +35,11 @@ def finalize_job(ctx: StageContext, job_id: uuid.UUID) -> JobStatus | None:
         )
         for page in pages
     ]
-    ctx.store.put_bytes(
-        keys.document, assemble_document(markdown_by_page).encode(), "text/markdown"
-    )
+    document = assemble_document(markdown_by_page, FurnitureMode(job.furniture))
+    ctx.store.put_bytes(keys.document, document.markdown.encode(), "text/markdown")
+    with ctx.sessions.begin() as session:
+        repository.record_page_furniture(session, job_id, document.furniture)
+        pages = repository.list_pages(session, job_id)
     manifest = build_manifest(job, pages)
     ctx.store.put_bytes(keys.manifest, json.dumps(manifest, indent=2).encode(), "application/json")
     failed = [page for page in pages if page.status is PageStatus.failed]

@@ -105,6 +105,9 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
     except Exception as error:
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
+    if assessed.engine != claimed.engine_name:
+        # Repaired by another engine (a text layer read by OCR): record what really ran.
+        basis = _basis(ctx, assessed.engine)
     return _record_success(ctx, claimed, assessed, basis)
 
 
@@ -160,11 +163,13 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
 
 def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> PageInput:
     number = page.claim.number
-    # The text layer engine never looks at pixels: skip fetching them.
+    # Every page's image is fetched, text layer pages too: the text layer engine never
+    # looks at it, but the checks do (a page with ink that gave no text) and so does the
+    # repair that reads such a page by OCR.
+    image = ctx.store.get_bytes(keys.page_image(number))
     if page.engine_name == "textlayer":
         pdf_page = ctx.store.get_bytes(keys.page_pdf(number))
-        return PageInput(page.facts, b"", page.image_dpi, pdf_page)
-    image = ctx.store.get_bytes(keys.page_image(number))
+        return PageInput(page.facts, image, page.image_dpi, pdf_page)
     return PageInput(page.facts, image, page.image_dpi, None)
 
 
@@ -203,6 +208,7 @@ def _record_success(
             claim,
             {
                 "status": PageStatus.succeeded,
+                "engine": assessed.engine,
                 "device_kind": ctx.settings.device_kind,
                 "compute_seconds": result.compute_seconds,
                 "cost_usd": _cost_usd(result.compute_seconds, price),

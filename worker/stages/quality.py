@@ -1,9 +1,12 @@
 """Every page's output is checked, scored and, when a check fails, repaired once.
 
 Blank pages are found before any engine runs, so an engine is never asked to
-invent text for an empty page. Repairs are chosen per engine: a text layer that
-gave nothing for a page with ink is read by OCR instead; OCR output that fails a
-check is tried again on the page turned upright (a sideways scan reads as noise).
+invent text for an empty page. A page an OCR engine reads is turned upright first
+(`worker.orientation`): OCR engines read upright lines, and a page scanned sideways
+or upside down reads as noise. The turn is recorded with the page, in its engine
+details and as an "orientation" entry among its quality checks. Repairs are chosen
+per engine: a text layer that fails a check (above all, one that gave nothing for
+a page with ink) is read by OCR instead, turned upright in the same way.
 """
 
 from __future__ import annotations
@@ -14,14 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from pagemill.quality.checks import CheckResult, run_checks
 from pagemill.quality.score import page_score, verdict
 from worker.engines.base import EngineResult, PageInput
-from worker.imaging import detect_rotation, is_blank, rotate_png
+from worker.imaging import decode_gray, is_blank, rotate_png
+from worker.orientation import Orientation, detect_orientation
 
 log = logging.getLogger(__name__)
 
 Convert = Callable[[str, PageInput], EngineResult]
+
+# The engine that reads the PDF's text layer and never the pixels; every other reads the image.
+TEXT_LAYER_ENGINE = "textlayer"
 
 
 @dataclass(frozen=True)
@@ -33,11 +42,15 @@ class Assessed:
     score: float
     verdict: str
     repair: str | None
+    orientation: Orientation | None = None  # found before OCR; None when no OCR ran
 
     def columns(self) -> dict[str, Any]:
+        checks = [check.to_dict() for check in self.checks]
+        if self.orientation is not None:
+            checks.append(_orientation_entry(self.orientation))
         return {
             "blank": self.blank,
-            "quality_checks": [check.to_dict() for check in self.checks],
+            "quality_checks": checks,
             "quality_score": self.score,
             "verdict": self.verdict,
             "repair": self.repair,
@@ -45,18 +58,21 @@ class Assessed:
 
 
 def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: str) -> Assessed:
-    blank = is_blank(page.image_png) if page.image_png else None
-    if blank and engine != "textlayer":
+    # Decoded once: the blank check and orientation detection read the same grey levels.
+    gray = decode_gray(page.image_png) if page.image_png else None
+    blank = is_blank(gray) if gray is not None else None
+    if blank and engine != TEXT_LAYER_ENGINE:
         result = EngineResult(markdown="", compute_seconds=0.0, finish_reason="stop")
         result.details["blank"] = "no engine ran: the page has no ink"
         checks = _check(result, blank)
         return Assessed(engine, result, blank, checks, page_score(checks), verdict(checks), None)
-    result = convert(engine, page)
+    result, orientation = _read(engine, page, gray, convert)
     first = _check(result, blank)
-    repaired = _repair(engine, page, result, first, blank, convert, ocr_engine)
-    if repaired is None:
-        return Assessed(engine, result, blank, first, page_score(first), verdict(first), None)
-    repair, repaired_engine, second_result = repaired
+    if all(check.passed for check in first) or engine != TEXT_LAYER_ENGINE or gray is None:
+        outcome = verdict(first)
+        return Assessed(engine, result, blank, first, page_score(first), outcome, None, orientation)
+    repair = "read by OCR instead of the text layer"
+    second_result, second_orientation = _read(ocr_engine, page, gray, convert)
     second = _check(second_result, blank)
     outcome = verdict(first, second)
     if outcome == "repaired" or page_score(second) > page_score(first):
@@ -65,13 +81,54 @@ def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: 
             compute_seconds=second_result.compute_seconds + result.compute_seconds,
         )
         return Assessed(
-            repaired_engine, charged, blank, second, page_score(second), outcome, repair
+            ocr_engine,
+            charged,
+            blank,
+            second,
+            page_score(second),
+            outcome,
+            repair,
+            second_orientation,
         )
     # The repair did no better: keep the first answer, flagged, but pay for both.
     kept = dataclasses.replace(
         result, compute_seconds=result.compute_seconds + second_result.compute_seconds
     )
     return Assessed(engine, kept, blank, first, page_score(first), "degraded", repair)
+
+
+def _read(
+    engine: str, page: PageInput, gray: np.ndarray | None, convert: Convert
+) -> tuple[EngineResult, Orientation | None]:
+    """The engine's reading of the page; an engine that reads pixels gets them upright."""
+    if engine == TEXT_LAYER_ENGINE or gray is None:
+        return convert(engine, page), None
+    orientation = detect_orientation(gray)
+    if orientation.rotation:
+        log.info("page %s turned %s degrees before OCR", page.facts.number, orientation.rotation)
+        page = dataclasses.replace(page, image_png=rotate_png(page.image_png, orientation.rotation))
+    result = convert(engine, page)
+    # Detection ran on this worker's CPU: it is charged with a CPU engine's page, while a GPU
+    # page's compute is device seconds, which it did not use.
+    extra_seconds = orientation.cpu_seconds if result.device_kind == "cpu" else 0.0
+    recorded = dataclasses.replace(
+        result,
+        compute_seconds=result.compute_seconds + extra_seconds,
+        details={**result.details, "orientation": orientation.as_dict()},
+    )
+    return recorded, orientation
+
+
+def _orientation_entry(orientation: Orientation) -> dict[str, Any]:
+    # Shaped like a check so it lists with them in the page row and manifest.json; it never
+    # fails: a page that could not be told is read as it lies, and the detail says so.
+    return {
+        "name": "orientation",
+        "passed": True,
+        "score": 1.0,
+        "detail": orientation.describe(),
+        "rotation": orientation.rotation,
+    }
 
 
 def _check(result: EngineResult, blank: bool | None) -> list[CheckResult]:
@@ -81,28 +138,3 @@ def _check(result: EngineResult, blank: bool | None) -> list[CheckResult]:
         output_tokens=result.output_tokens,
         page_is_blank=blank,
     )
-
-
-def _repair(
-    engine: str,
-    page: PageInput,
-    result: EngineResult,
-    checks: list[CheckResult],
-    blank: bool | None,
-    convert: Convert,
-    ocr_engine: str,
-) -> tuple[str, str, EngineResult] | None:
-    if all(check.passed for check in checks):
-        return None
-    if engine == "textlayer":
-        if not page.image_png:
-            return None
-        return "read by OCR instead of the text layer", ocr_engine, convert(ocr_engine, page)
-    if not page.image_png:
-        return None
-    turn = detect_rotation(page.image_png)
-    if turn == 0:
-        return None
-    upright = dataclasses.replace(page, image_png=rotate_png(page.image_png, turn))
-    log.info("page %s turned %s degrees for a second reading", page.facts.number, turn)
-    return f"turned {turn} degrees and read again", engine, convert(engine, upright)
