@@ -57,6 +57,7 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
         _run_noop(pages_per_job)
 
         service_rates, noop_rates, ratios, cpu_ms, render_ms = [], [], [], [], []
+        orient_ms, told_by_text = [], []
         roles: dict[str, list[float]] = {}
         for index in range(plan.runs):
             cpu_before = cpu_seconds([api, worker])
@@ -72,6 +73,9 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
             ratios.append(service_rates[-1] / noop_rates[-1])
             cpu_ms.append(cpu_used * 1000 / pages)
             render_ms.append(_render_ms_per_page())
+            orientation_ms, text_share = _orientation_per_page()
+            orient_ms.append(orientation_ms)
+            told_by_text.append(text_share)
             log(
                 f"  orchestration run {index + 1}: service {service_rates[-1]:.1f} pages/s, "
                 f"no-op Celery {noop_rates[-1]:.1f} tasks/s, {cpu_ms[-1]:.1f} CPU ms/page"
@@ -116,6 +120,8 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
             "cpu_ms_per_page": summary(cpu_ms),
             "cpu_ms_per_page_by_process": {role: summary(ms) for role, ms in roles.items()},
             "render_ms_per_page": summary(render_ms),
+            "orientation_ms_per_page": summary(orient_ms),
+            "orientation_by_text_layer_share": summary(told_by_text),
             **verdict(ratio, 0.5),
         },
         "memory_worker": {
@@ -194,6 +200,24 @@ def _render_ms_per_page() -> float:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT avg(render_seconds) FROM pages").fetchone()
     return float(row[0] or 0) * 1000 if row else 0.0
+
+
+def _orientation_per_page() -> tuple[float, float]:
+    """Mean CPU ms finding which way up a page is, as each page's engine details record
+    it, and the share of pages whose text layer told (`worker.orientation.from_text_layer`:
+    no pixels looked at)."""
+    import psycopg
+
+    url = BENCH_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT avg(coalesce((engine_details->'orientation'->>'cpu_seconds')::float, 0)), "
+            "avg((engine_details->'orientation'->>'decided_by' = 'text layer')::int) "
+            "FROM pages"
+        ).fetchone()
+    if row is None:
+        return 0.0, 0.0
+    return float(row[0] or 0) * 1000, float(row[1] or 0)
 
 
 def _pool_children_rss(worker: Any) -> list[int]:

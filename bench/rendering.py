@@ -1,8 +1,8 @@
 """Figure 2 (rendering): prepare's rendering versus poppler's `pdftoppm`.
 
 The service: worker.render.render_pages at the OCR engine's resolution (page
-facts, the PNG and the page alone as a PDF, exactly what prepare's render child
-makes), and the same plus storing each page image and page PDF in S3. The
+facts and the PNG, exactly what prepare's render child makes of a page an OCR
+engine reads), and the same plus storing each page image in S3. The
 reference: `pdftoppm -png` (what olmOCR renders with) at the same pixel size.
 """
 
@@ -27,7 +27,7 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     from pagemill.settings import get_settings
     from pagemill.storage import get_object_store
     from worker.engines.registry import render_dpi_for
-    from worker.render import render_pages
+    from worker.render import PageOutputs, render_pages
 
     pdftoppm = shutil.which("pdftoppm")
     if pdftoppm is None:
@@ -40,19 +40,23 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     store = get_object_store()
 
     grey_pages: set[int] = set()
+    # What prepare makes of a page an OCR engine reads: its facts and its image.
+    ocr_page = PageOutputs(image=True, pdf_page=False)
 
     def service(upload: bool) -> tuple[float, tuple[int, int]]:
         started = time.perf_counter()
         size = (0, 0)
-        for page in render_pages(pdf, SourceKind.pdf, numbers, dpi, settings.max_render_pixels):
-            size = (page.image_width_px, page.image_height_px)
+        rendered = render_pages(
+            pdf, SourceKind.pdf, numbers, dpi, settings.max_render_pixels, lambda _: ocr_page
+        )
+        for page in rendered:
+            assert page.image_png is not None
+            size = (page.image_width_px or 0, page.image_height_px or 0)
             if page.image_png[25] == PNG_GREY:
                 grey_pages.add(page.facts.number)
             if upload:
                 number = page.facts.number
                 store.put_bytes(f"bench/render/{number}.png", page.image_png, "image/png")
-                assert page.pdf_page is not None
-                store.put_bytes(f"bench/render/{number}.pdf", page.pdf_page, "application/pdf")
         return pages / (time.perf_counter() - started), size
 
     def reference(size: tuple[int, int], grey: bool) -> tuple[float, tuple[int, int]]:
@@ -103,7 +107,8 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
         "rendering": {
             "title": "Rendering",
             "unit": "ratio of pages/s",
-            "service": "worker.render.render_pages (facts, PNG, one-page PDF) + both to S3",
+            "service": "worker.render.render_pages as for a page read by OCR (facts, PNG) "
+            "+ the PNG to S3",
             "reference": f"pdftoppm {reference_flags} at the same pixel size "
             f"({tool_version([pdftoppm, '-v'])})",
             "service_grey_pages": len(grey_pages),

@@ -157,6 +157,13 @@ def _orchestration(fig: dict[str, Any], cores: int = 2) -> list[str]:
         f"child (mean over all pages so far, wall clock): "
         f"{_runs(fig['render_ms_per_page'], 1)} ms",
     ]
+    if "orientation_ms_per_page" in fig:
+        lines.append(
+            "- Of it too, finding which way up each page is before OCR (CPU, as the pages "
+            f"record it): {_runs(fig['orientation_ms_per_page'], 1)} ms; share of pages "
+            "whose text layer told it, with no pixels looked at: "
+            f"{_runs(fig['orientation_by_text_layer_share'], 2)}"
+        )
     by_process = fig.get("cpu_ms_per_page_by_process", {})
     if by_process:
         parts = ", ".join(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from worker.engines.base import PageFacts
 from worker.imaging import INK_CONTRAST_LEVELS, decode_gray, median_level
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from rapidocr.ch_ppocr_det import TextDetector
     from rapidocr.ch_ppocr_rec import TextRecognizer
 
+TEXT_LAYER = "text layer"
 # Long side, in pixels, the page is scaled to for finding lines: about 60 dpi on A4 or Letter,
 # where 9 pt type is still found (its lines are some 8 px high) and the detector costs about
 # 0.1 s of CPU. The second look is at twice that, where lines of 7 pt type on an A3 sheet or
@@ -93,7 +95,9 @@ class Orientation:
     """What was found about a page's orientation, and how."""
 
     rotation: int  # clockwise degrees that make the page upright: 0, 90, 180 or 270
-    decided_by: str  # "classifier", "recogniser", or "none" when nothing could tell
+    # "classifier", "recogniser", "text layer" (from the PDF's own text, no pixels looked
+    # at: `from_text_layer`), or "none" when nothing could tell
+    decided_by: str
     lines: int  # lines read: the longest on the page's text axis, at most SAMPLE_LINES
     lead: float  # the deciding model's margin for its answer (see the constants above)
     detector_side_px: int  # the long side the detector saw the page at
@@ -112,10 +116,32 @@ class Orientation:
     def describe(self) -> str:
         if self.decided_by == "none":
             return "no text line clear enough to tell which way up the page is; read as it lies"
-        how = f"text {self.decided_by}, {self.lines} lines"
+        how = (
+            "the direction of the page's text layer"
+            if self.decided_by == TEXT_LAYER
+            else f"text {self.decided_by}, {self.lines} lines"
+        )
         if self.rotation == 0:
             return f"upright ({how})"
         return f"turned {self.rotation} degrees clockwise before reading ({how})"
+
+
+def from_text_layer(facts: PageFacts) -> Orientation | None:
+    """The turn a PDF's visible text layer gives (`PageFacts.text_upright_turn`), for free.
+
+    A born-digital page read by OCR (by request, or for its tables) draws its text where
+    the layer says, so the layer's writing direction is the page's; a scan's is None.
+    """
+    if facts.text_upright_turn is None:
+        return None
+    return Orientation(
+        rotation=facts.text_upright_turn,
+        decided_by=TEXT_LAYER,
+        lines=0,
+        lead=1.0,
+        detector_side_px=0,
+        cpu_seconds=0.0,
+    )
 
 
 def detect_orientation(page: bytes | np.ndarray) -> Orientation:

@@ -2,6 +2,9 @@
 for PDFs, the page alone as a one-page PDF. Pure: no Celery, database or S3.
 
 Pages are yielded one at a time so a thousand-page document never sits in memory.
+What is made of each page can depend on its facts (`PageOutputs`): a page read from
+its text layer needs the one-page PDF and no image, a page read by OCR the opposite,
+and the image is most of the cost of a page.
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from __future__ import annotations
 import io
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,52 +29,92 @@ REPLACEMENT_CHAR = "\ufffd"
 Image.MAX_IMAGE_PIXELS = 180_000_000
 # Resolution assumed for an image that does not state its own.
 DEFAULT_IMAGE_DPI = 150
+# A text layer tells which way up its page is drawn when it has at least this many visible
+# characters, this share of them run one way, and raster images cover at most this share
+# of the page: a scan's pixels can lie otherwise than any text laid over them.
+TEXT_ORIENTATION_MIN_CHARS = 50
+TEXT_ORIENTATION_MIN_SHARE = 0.9
+TEXT_ORIENTATION_MAX_IMAGE_COVERAGE = 0.5
+
+
+@dataclass(frozen=True)
+class PageOutputs:
+    """What to make of one PDF page (an uploaded image is always its own page image)."""
+
+    image: bool = True
+    pdf_page: bool = True
+
+
+EVERYTHING = PageOutputs()
+# Decides from a page's facts what to make of it; the default makes both.
+OutputsFor = Callable[[PageFacts], PageOutputs]
 
 
 @dataclass(frozen=True)
 class RenderedPage:
     facts: PageFacts
-    image_png: bytes
-    image_dpi: int
-    image_width_px: int
-    image_height_px: int
-    pdf_page: bytes | None
+    image_png: bytes | None  # None when the page's outputs left the image out
+    image_dpi: int  # the resolution the page is (or would be) rendered at
+    image_width_px: int | None
+    image_height_px: int | None
+    pdf_page: bytes | None  # None for images, and for PDF pages that did not ask for it
     render_seconds: float
 
 
 def render_pages(
-    path: Path, kind: SourceKind, numbers: Sequence[int], dpi: int, max_pixels: int
+    path: Path,
+    kind: SourceKind,
+    numbers: Sequence[int],
+    dpi: int,
+    max_pixels: int,
+    outputs_for: OutputsFor = lambda _facts: EVERYTHING,
 ) -> Iterator[RenderedPage]:
     if kind is SourceKind.pdf:
-        yield from _render_pdf_pages(path, numbers, dpi, max_pixels)
+        yield from _render_pdf_pages(path, numbers, dpi, max_pixels, outputs_for)
     else:
         yield from _render_image_pages(path, numbers, max_pixels)
 
 
 def _render_pdf_pages(
-    path: Path, numbers: Sequence[int], dpi: int, max_pixels: int
+    path: Path, numbers: Sequence[int], dpi: int, max_pixels: int, outputs_for: OutputsFor
 ) -> Iterator[RenderedPage]:
     with pymupdf.open(str(path), filetype="pdf") as document:
         for number in numbers:
             started = time.perf_counter()
             page = document.load_page(number - 1)
             facts = pdf_page_facts(page, number)
+            outputs = outputs_for(facts)
             page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
-            pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
-            png = encode_png(pixmap)
-            single = pymupdf.open()
-            single.insert_pdf(document, from_page=number - 1, to_page=number - 1)
-            pdf_bytes = single.tobytes(deflate=True)
-            single.close()
+            png, width, height = None, None, None
+            if outputs.image:
+                pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
+                png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
+            pdf_bytes = None
+            if outputs.pdf_page:
+                single = pymupdf.open()
+                single.insert_pdf(document, from_page=number - 1, to_page=number - 1)
+                pdf_bytes = single.tobytes(deflate=True)
+                single.close()
             yield RenderedPage(
                 facts=facts,
                 image_png=png,
                 image_dpi=page_dpi,
-                image_width_px=pixmap.width,
-                image_height_px=pixmap.height,
+                image_width_px=width,
+                image_height_px=height,
                 pdf_page=pdf_bytes,
                 render_seconds=time.perf_counter() - started,
             )
+
+
+def render_pdf_page_png(pdf_page: bytes, dpi: int) -> bytes:
+    """The image of a one-page PDF, as prepare would have made it, for a page prepare
+    did not render (one read from its text layer) when a check or repair needs pixels.
+
+    Runs in the calling process: the same exposure as the text layer engine, which
+    parses the same one-page PDF there.
+    """
+    with pymupdf.open(stream=pdf_page, filetype="pdf") as document:
+        return encode_png(document.load_page(0).get_pixmap(dpi=dpi, alpha=False))
 
 
 def encode_png(pixmap: pymupdf.Pixmap) -> bytes:
@@ -93,6 +137,7 @@ def encode_png(pixmap: pymupdf.Pixmap) -> bytes:
 
 def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
     visible = invisible = unreadable = 0
+    visible_by_direction: Counter[int] = Counter()
     for span in page.get_texttrace():
         characters = span["chars"]
         count = sum(1 for char in characters if not chr(char[0]).isspace())
@@ -102,6 +147,8 @@ def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
             invisible += count
         else:
             visible += count
+            visible_by_direction[_quarter_turn(span["dir"])] += count
+    image_coverage = _image_coverage(page)
     return PageFacts(
         number=number,
         width_pt=float(page.rect.width),
@@ -109,9 +156,33 @@ def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
         text_chars=visible + invisible,
         unreadable_chars=unreadable,
         invisible_text_chars=invisible,
-        image_coverage=_image_coverage(page),
+        image_coverage=image_coverage,
         rotation=int(page.rotation),
+        text_upright_turn=_text_upright_turn(
+            visible_by_direction, image_coverage, int(page.rotation)
+        ),
     )
+
+
+def _quarter_turn(direction: Sequence[float]) -> int:
+    """A span's writing direction as the nearest quarter turn, clockwise degrees on the
+    unrotated page (PDF space with y down: (1, 0) is 0, (0, -1), text running up, 270)."""
+    degrees = math.degrees(math.atan2(direction[1], direction[0]))
+    return round(degrees / 90) % 4 * 90
+
+
+def _text_upright_turn(
+    chars_by_direction: Counter[int], image_coverage: float, page_rotation: int
+) -> int | None:
+    total = sum(chars_by_direction.values())
+    if total < TEXT_ORIENTATION_MIN_CHARS or image_coverage > TEXT_ORIENTATION_MAX_IMAGE_COVERAGE:
+        return None
+    direction, count = chars_by_direction.most_common(1)[0]
+    if count < TEXT_ORIENTATION_MIN_SHARE * total:
+        return None
+    # Rendering applies /Rotate clockwise on top of the text's own direction; undoing both
+    # sets the text's lines running left to right.
+    return -(direction + page_rotation) % 360
 
 
 def _image_coverage(page: pymupdf.Page) -> float:

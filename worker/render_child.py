@@ -1,8 +1,10 @@
 """Sandboxed child that renders pages (see sandbox.run_sandboxed):
-args SOURCE KIND DPI MAX_PIXELS OUT_DIR PAGES.
+args SOURCE KIND DPI MAX_PIXELS OUT_DIR PAGES REQUESTED_ENGINE OCR_ENGINE.
 
-Writes `OUT_DIR/{n}.png` (and `{n}.pdf` for PDFs) and announces each page as soon
-as it is written, so the parent stores pages while later ones render.
+Routes each page from its facts (worker.engines.router) and makes only what that
+engine reads: `OUT_DIR/{n}.png` for an OCR page, `OUT_DIR/{n}.pdf` for a page read
+from its text layer. Announces each page, with its route, as soon as it is written,
+so the parent stores pages while later ones render.
 """
 
 from __future__ import annotations
@@ -12,25 +14,44 @@ from pathlib import Path
 
 from pagemill.documents.sandbox import emit
 from pagemill.domain import SourceKind
-from worker.render import render_pages
+from worker.engines.base import PageFacts
+from worker.engines.router import TEXT_LAYER_ENGINE, Route, route_page
+from worker.render import PageOutputs, render_pages
 
 
 def run(args: list[str]) -> None:
-    source, kind, dpi, max_pixels, out_dir, pages = args[:6]
+    source, kind, dpi, max_pixels, out_dir, pages, requested, ocr_engine = args[:8]
     numbers = [int(number) for number in pages.split(",") if number]
     out = Path(out_dir)
-    for page in render_pages(Path(source), SourceKind(kind), numbers, int(dpi), int(max_pixels)):
+    source_kind = SourceKind(kind)
+
+    def route_of(facts: PageFacts) -> Route:
+        # The same decision prepare records: pure, so making it twice agrees.
+        return route_page(requested, facts, source_kind is SourceKind.pdf, ocr_engine)
+
+    def outputs_for(facts: PageFacts) -> PageOutputs:
+        from_text_layer = route_of(facts).engine == TEXT_LAYER_ENGINE
+        return PageOutputs(image=not from_text_layer, pdf_page=from_text_layer)
+
+    rendered = render_pages(
+        Path(source), source_kind, numbers, int(dpi), int(max_pixels), outputs_for
+    )
+    for page in rendered:
         number = page.facts.number
-        image_path = out / f"{number}.png"
-        image_path.write_bytes(page.image_png)
-        pdf_path = None
+        route = route_of(page.facts)
+        image_path = pdf_path = None
+        if page.image_png is not None:
+            image_path = out / f"{number}.png"
+            image_path.write_bytes(page.image_png)
         if page.pdf_page is not None:
             pdf_path = out / f"{number}.pdf"
             pdf_path.write_bytes(page.pdf_page)
         emit(
             {
                 "facts": dataclasses.asdict(page.facts),
-                "image_path": str(image_path),
+                "engine": route.engine,
+                "engine_reason": route.reason,
+                "image_path": str(image_path) if image_path else None,
                 "pdf_path": str(pdf_path) if pdf_path else None,
                 "image_dpi": page.image_dpi,
                 "image_width_px": page.image_width_px,

@@ -82,7 +82,8 @@ def convert_file(
         markdown = assessed.result.markdown
         number = rendered.facts.number
         (pages_dir / f"{number}.md").write_text(markdown + "\n")
-        (pages_dir / f"{number}.png").write_bytes(rendered.image_png)
+        if rendered.image_png is not None:
+            (pages_dir / f"{number}.png").write_bytes(rendered.image_png)
         markdown_by_page.append((number, markdown))
         page = ConvertedPage(
             number=number,

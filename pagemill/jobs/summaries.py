@@ -38,7 +38,10 @@ def page_summary(page: Page) -> dict[str, Any]:
         "compute_seconds": page.compute_seconds,
         "cost_usd": str(page.cost_usd) if page.cost_usd is not None else None,
         "output_chars": page.output_chars,
-        "image": {
+        # Null for a page read from its text layer: prepare renders only what OCR reads.
+        "image": None
+        if page.image_width_px is None
+        else {
             "width_px": page.image_width_px,
             "height_px": page.image_height_px,
             "dpi": page.image_dpi,

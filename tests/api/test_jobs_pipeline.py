@@ -66,8 +66,12 @@ def test_multipage_invoice_end_to_end(
         assert row["cost_usd"] > 0
         assert row["output_chars"] > 100
         assert row["error"] is None
-        assert s3.exists(JobKeys(job["id"]).page_image(row["number"]))
         assert s3.exists(JobKeys(job["id"]).page_markdown(row["number"]))
+        # Read from the text layer: prepare stored the page alone as a PDF and no image.
+        assert s3.exists(JobKeys(job["id"]).page_pdf(row["number"]))
+        assert not s3.exists(JobKeys(job["id"]).page_image(row["number"]))
+        assert row["image_width_px"] is None and row["image_height_px"] is None
+    assert [page["image"] for page in job["page_details"]] == [None, None, None]
 
 
 def test_scanned_image_goes_through_ocr(

@@ -130,12 +130,18 @@ def test_a_sideways_scan_reads_through_the_worker(
         manifest = json.loads(s3.get_bytes(JobKeys(job_id).manifest))
         assert orientation_entries(manifest["pages"][0]["quality"]["checks"]) == [entry]
         assert page["engine"] == "rapidocr"
+        keys = JobKeys(job_id)
         if engine == "textlayer":
-            # The text layer is empty on a scan; the worker fetched the page image for the
-            # checks, so the empty answer was caught and the page read by OCR instead.
+            # Routed to the text layer, the page was stored as a PDF and not rendered. The
+            # layer is empty on a scan: the worker rendered the page for the checks, so the
+            # empty answer was caught and the page read by OCR instead.
+            assert s3.exists(keys.page_pdf(1)) and not s3.exists(keys.page_image(1))
             assert page["quality"]["repair"] == "read by OCR instead of the text layer"
             assert page["quality"]["verdict"] == "repaired"
         else:
+            # Routed to OCR: the image was stored, and no one-page PDF.
+            assert s3.exists(keys.page_image(1)) and not s3.exists(keys.page_pdf(1))
+            assert page["image"]["width_px"] > 0
             assert (page["quality"]["repair"], page["quality"]["verdict"]) == (None, "ok")
 
 

@@ -7,6 +7,7 @@ them testable on their own and lets `pagemill convert` run them with no servers.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,6 +28,17 @@ class PageFacts:
     invisible_text_chars: int  # render mode 3 text: an OCR layer laid over a scan
     image_coverage: float  # share of the page area covered by raster images, 0..1
     rotation: int = 0  # the page's /Rotate, degrees
+    # Clockwise turn, in degrees, that sets the visible text layer's lines upright in the
+    # rendered page; None when the layer cannot tell (too little text, lines running
+    # several ways, or a page mostly raster image whose pixels may lie otherwise).
+    text_upright_turn: int | None = None
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> PageFacts:
+        """Facts as a page row keeps them; fields a later release added are left out, so
+        a worker still on this release can read pages a newer prepare recorded."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in stored.items() if name in known})
 
 
 @dataclass(frozen=True)
@@ -34,9 +46,16 @@ class PageInput:
     """Everything an engine may look at for one page."""
 
     facts: PageFacts
-    image_png: bytes  # rendered at the engine's resolution
+    # Rendered at the engine's resolution; None for a page read from its text layer, which
+    # prepare does not render (`require_image` gives an OCR engine a clear error instead).
+    image_png: bytes | None
     image_dpi: int
     pdf_page: bytes | None = None  # the page alone as a one-page PDF (None for image uploads)
+
+    def require_image(self) -> bytes:
+        if self.image_png is None:
+            raise EngineError(f"Page {self.facts.number} has no page image to read.")
+        return self.image_png
 
 
 @dataclass

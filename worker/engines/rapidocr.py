@@ -23,7 +23,7 @@ class RapidOcrEngine:
 
     def convert(self, page: PageInput) -> EngineResult:
         started = time.process_time()
-        with _image_as_pdf(page.image_png, page.image_dpi) as document:
+        with _image_as_pdf(page.require_image(), page.image_dpi) as document:
             markdown = page_to_markdown(document, force_ocr=True, ocr_dpi=page.image_dpi)
         return EngineResult(
             markdown=markdown,

@@ -24,6 +24,8 @@ class Route:
     reason: str
 
 
+# The engine that reads the PDF's text layer and never the pixels.
+TEXT_LAYER_ENGINE = "textlayer"
 # Engines that read pixels; a job may ask for one by name.
 OCR_ENGINES = ("rapidocr", "vllm")
 
@@ -34,8 +36,8 @@ def route_page(requested: str, facts: PageFacts, has_pdf_page: bool, ocr_engine:
         return Route(requested, "requested by the job")
     if not has_pdf_page:
         return Route(ocr_engine, "the page is an image, so it has no text layer")
-    if requested == "textlayer":
-        return Route("textlayer", "requested by the job")
+    if requested == TEXT_LAYER_ENGINE:
+        return Route(TEXT_LAYER_ENGINE, "requested by the job")
     return _route_auto(facts, ocr_engine)
 
 
@@ -53,4 +55,4 @@ def _route_auto(facts: PageFacts, ocr_engine: str) -> Route:
             ocr_engine,
             f"page is {facts.image_coverage:.0%} raster image with only {chars} characters of text",
         )
-    return Route("textlayer", f"trustworthy text layer ({chars} characters)")
+    return Route(TEXT_LAYER_ENGINE, f"trustworthy text layer ({chars} characters)")

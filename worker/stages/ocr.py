@@ -30,6 +30,7 @@ from worker import registration
 from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine, licence_basis
+from worker.engines.router import TEXT_LAYER_ENGINE
 from worker.stages.context import StageContext
 from worker.stages.measurements import gpu_measurements
 from worker.stages.quality import Assessed, convert_checked
@@ -65,6 +66,7 @@ class _ClaimedPage:
     engine_name: str
     facts: PageFacts
     image_dpi: int
+    image_stored: bool  # False for a page prepare read from its text layer and did not render
     engine_failures: int
     license_use: str | None
 
@@ -154,8 +156,9 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
         return _ClaimedPage(
             claim=claim,
             engine_name=page.engine or ctx.settings.ocr_engine,
-            facts=PageFacts(**page.facts),
+            facts=PageFacts.from_stored(page.facts),
             image_dpi=page.image_dpi or 150,
+            image_stored=page.image_width_px is not None,
             engine_failures=page.engine_failures,
             license_use=page.license_use.value if page.license_use else None,
         )
@@ -163,13 +166,14 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
 
 def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> PageInput:
     number = page.claim.number
-    # Every page's image is fetched, text layer pages too: the text layer engine never
-    # looks at it, but the checks do (a page with ink that gave no text) and so does the
-    # repair that reads such a page by OCR.
-    image = ctx.store.get_bytes(keys.page_image(number))
-    if page.engine_name == "textlayer":
+    # A text layer page has no image unless an earlier release of prepare stored one; the
+    # checks render it from the one-page PDF if they need pixels (worker.stages.quality).
+    image = ctx.store.get_bytes(keys.page_image(number)) if page.image_stored else None
+    if page.engine_name == TEXT_LAYER_ENGINE:
         pdf_page = ctx.store.get_bytes(keys.page_pdf(number))
         return PageInput(page.facts, image, page.image_dpi, pdf_page)
+    if image is None:
+        raise EngineError(f"Page {number} was prepared without an image, so OCR cannot read it.")
     return PageInput(page.facts, image, page.image_dpi, None)
 
 

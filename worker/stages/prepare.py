@@ -1,4 +1,9 @@
-"""prepare: count the pages, route each, render it once, store it, queue its OCR.
+"""prepare: count the pages, route each, render what its engine reads, store it, queue it.
+
+A page read by OCR is stored as an image; a page read from its text layer as the page
+alone in a one-page PDF, with no image (the OCR stage renders one from that PDF only
+if a check or repair needs pixels). Making only what the page's engine reads spares
+the image, most of a page's rendering cost, for born-digital pages.
 
 Rendering runs in a sandboxed child (pagemill.documents.sandbox): a document that
 crashes or hangs the renderer costs a subprocess, and after a few such failures
@@ -25,7 +30,6 @@ from pagemill.jobs import repository
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
-from worker.engines.router import OCR_ENGINES, route_page
 from worker.stages.context import StageContext
 
 log = logging.getLogger(__name__)
@@ -74,6 +78,8 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             str(ctx.settings.max_render_pixels),
             workdir,
             ",".join(str(number) for number in todo),
+            requested_engine,
+            ctx.settings.ocr_engine,
         ]
         limits = Limits(
             ctx.settings.sandbox_memory_bytes,
@@ -84,7 +90,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             for line in run_sandboxed("worker.render_child", args, limits):
                 if not _job_still_running(ctx, job_id):
                     return 0  # cancelled while preparing: pages not yet stored never run
-                stored = _store_page(ctx, job_id, keys, line, requested_engine, license_use)
+                stored = _store_page(ctx, job_id, keys, line, license_use)
                 if stored is not None:
                     publish_ocr(*stored)
                     published.add(stored[0])
@@ -109,25 +115,19 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     return len(queued)
 
 
-def _ocr_engine_for(requested: str, default_ocr_engine: str) -> str:
-    # Pages are rendered once, at the resolution of the OCR engine that may read them.
-    return requested if requested in OCR_ENGINES else default_ocr_engine
-
-
 def _store_page(
     ctx: StageContext,
     job_id: uuid.UUID,
     keys: JobKeys,
     line: dict[str, Any],
-    requested: str,
     license_use: str,
 ) -> tuple[int, str, str] | None:
-    facts = PageFacts(**line["facts"])
+    facts = PageFacts.from_stored(line["facts"])
     number = facts.number
-    route = route_page(requested, facts, line["pdf_path"] is not None, ctx.settings.ocr_engine)
-    image_path = Path(line["image_path"])
-    ctx.store.put_file(keys.page_image(number), image_path, "image/png")
-    image_path.unlink()
+    if line["image_path"] is not None:
+        image_path = Path(line["image_path"])
+        ctx.store.put_file(keys.page_image(number), image_path, "image/png")
+        image_path.unlink()
     if line["pdf_path"] is not None:
         pdf_path = Path(line["pdf_path"])
         ctx.store.put_file(keys.page_pdf(number), pdf_path, "application/pdf")
@@ -147,8 +147,9 @@ def _store_page(
                 "image_coverage": facts.image_coverage,
                 "facts": line["facts"],
                 "render_seconds": line["render_seconds"],
-                "engine": route.engine,
-                "engine_reason": route.reason,
+                # Routed in the child, from the facts above (worker.render_child).
+                "engine": line["engine"],
+                "engine_reason": line["engine_reason"],
                 "license_use": license_use,
             },
         )

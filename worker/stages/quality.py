@@ -22,15 +22,14 @@ import numpy as np
 from pagemill.quality.checks import CheckResult, run_checks
 from pagemill.quality.score import page_score, verdict
 from worker.engines.base import EngineResult, PageInput
+from worker.engines.router import TEXT_LAYER_ENGINE
 from worker.imaging import decode_gray, is_blank, rotate_png
-from worker.orientation import Orientation, detect_orientation
+from worker.orientation import Orientation, detect_orientation, from_text_layer
+from worker.render import render_pdf_page_png
 
 log = logging.getLogger(__name__)
 
 Convert = Callable[[str, PageInput], EngineResult]
-
-# The engine that reads the PDF's text layer and never the pixels; every other reads the image.
-TEXT_LAYER_ENGINE = "textlayer"
 
 
 @dataclass(frozen=True)
@@ -58,19 +57,48 @@ class Assessed:
 
 
 def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: str) -> Assessed:
+    if engine == TEXT_LAYER_ENGINE:
+        return _text_layer_checked(page, convert, ocr_engine)
     # Decoded once: the blank check and orientation detection read the same grey levels.
     gray = decode_gray(page.image_png) if page.image_png else None
     blank = is_blank(gray) if gray is not None else None
-    if blank and engine != TEXT_LAYER_ENGINE:
+    if blank:
         result = EngineResult(markdown="", compute_seconds=0.0, finish_reason="stop")
         result.details["blank"] = "no engine ran: the page has no ink"
         checks = _check(result, blank)
         return Assessed(engine, result, blank, checks, page_score(checks), verdict(checks), None)
     result, orientation = _read(engine, page, gray, convert)
+    checks = _check(result, blank)
+    return Assessed(
+        engine, result, blank, checks, page_score(checks), verdict(checks), None, orientation
+    )
+
+
+def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> Assessed:
+    """The text layer's reading, checked; read by OCR instead when a check fails.
+
+    Prepare does not render pages it routes to the text layer. Their pixels are needed
+    only to tell whether the page is blank, and a page with visible text on it is not;
+    otherwise, and for the repair, the page is rendered here from its one-page PDF.
+    """
+    result = convert(TEXT_LAYER_ENGINE, page)
+    gray: np.ndarray | None = None
+    if page.image_png is None and _has_visible_text(page) and result.markdown.strip():
+        blank: bool | None = False
+    else:
+        page, gray = _with_pixels(page)
+        blank = is_blank(gray) if gray is not None else None
     first = _check(result, blank)
-    if all(check.passed for check in first) or engine != TEXT_LAYER_ENGINE or gray is None:
-        outcome = verdict(first)
-        return Assessed(engine, result, blank, first, page_score(first), outcome, None, orientation)
+    if all(check.passed for check in first):
+        return Assessed(
+            TEXT_LAYER_ENGINE, result, blank, first, page_score(first), verdict(first), None
+        )
+    if gray is None:
+        page, gray = _with_pixels(page)
+    if gray is None:
+        return Assessed(
+            TEXT_LAYER_ENGINE, result, blank, first, page_score(first), verdict(first), None
+        )
     repair = "read by OCR instead of the text layer"
     second_result, second_orientation = _read(ocr_engine, page, gray, convert)
     second = _check(second_result, blank)
@@ -94,7 +122,24 @@ def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: 
     kept = dataclasses.replace(
         result, compute_seconds=result.compute_seconds + second_result.compute_seconds
     )
-    return Assessed(engine, kept, blank, first, page_score(first), "degraded", repair)
+    return Assessed(TEXT_LAYER_ENGINE, kept, blank, first, page_score(first), "degraded", repair)
+
+
+def _has_visible_text(page: PageInput) -> bool:
+    # Text drawn on the page is ink; invisible text (a scanner's OCR layer) is not.
+    return page.facts.text_chars - page.facts.invisible_text_chars > 0
+
+
+def _with_pixels(page: PageInput) -> tuple[PageInput, np.ndarray | None]:
+    """The page with its image (rendered from the one-page PDF when prepare made none)
+    and that image's grey levels; None when there is nothing to render from."""
+    if page.image_png is None and page.pdf_page is not None:
+        page = dataclasses.replace(
+            page, image_png=render_pdf_page_png(page.pdf_page, page.image_dpi)
+        )
+    if page.image_png is None:
+        return page, None
+    return page, decode_gray(page.image_png)
 
 
 def _read(
@@ -103,10 +148,12 @@ def _read(
     """The engine's reading of the page; an engine that reads pixels gets them upright."""
     if engine == TEXT_LAYER_ENGINE or gray is None:
         return convert(engine, page), None
-    orientation = detect_orientation(gray)
+    # A born-digital page's text layer says which way up it is drawn; pixels otherwise.
+    orientation = from_text_layer(page.facts) or detect_orientation(gray)
     if orientation.rotation:
         log.info("page %s turned %s degrees before OCR", page.facts.number, orientation.rotation)
-        page = dataclasses.replace(page, image_png=rotate_png(page.image_png, orientation.rotation))
+        upright = rotate_png(page.require_image(), orientation.rotation)
+        page = dataclasses.replace(page, image_png=upright)
     result = convert(engine, page)
     # Detection ran on this worker's CPU: it is charged with a CPU engine's page, while a GPU
     # page's compute is device seconds, which it did not use.

@@ -18,7 +18,7 @@ def build_prompt(profile: ModelProfile, page: PageInput) -> dict[str, Any]:
         return {"prompt": profile.prompt.format(page_number=page.facts.number)}
     prompt: dict[str, Any] = {
         "prompt": profile.prompt,
-        "multi_modal_data": {"image": prepare_image(page.image_png, profile.image)},
+        "multi_modal_data": {"image": prepare_image(page.require_image(), profile.image)},
     }
     if profile.image.mm_processor_kwargs:
         prompt["mm_processor_kwargs"] = dict(profile.image.mm_processor_kwargs)
