@@ -79,9 +79,7 @@ def build(mode: str, *, weights: Path, max_num_seqs: int, standin: StandIn) -> B
 
         profile = tiny_profile(None)
         return Built(VllmEngine(profile, settings))  # type: ignore[arg-type]
-    from gpu_doubles import Script, ScriptedAsyncLLM
-
-    from worker.engines.vllm.profiles import ModelProfile, RepetitionSpec
+    from gpu_doubles import Script, ScriptedAsyncLLM, scripted_profile
 
     built = Built(engine=None)
     double = ScriptedAsyncLLM(
@@ -93,35 +91,15 @@ def build(mode: str, *, weights: Path, max_num_seqs: int, standin: StandIn) -> B
         max_num_seqs,
         on_admit=lambda page: built.admitted.append(time.monotonic()),
     )
-    profile = ModelProfile(
-        name="continuous-batching-stand-in",
-        weights_subdir="unused",
-        source="tests/gpu/gpu_doubles.py",
-        licence="MIT",
-        commercial_use_permitted=True,
-        input_kind="text",
-        prompt="page {page_number}",
-        render_dpi=72,
-        # Output lengths are long by design: no loop detection on this stand-in.
-        repetition=RepetitionSpec(detect_ngram_size=4, detect_min_repeats=10_000),
-    )
+    # Output lengths are long by design: no loop detection on this stand-in.
+    profile = scripted_profile("continuous-batching-stand-in", detect_min_repeats=10_000)
     built.double = double
     built.engine = VllmEngine(profile, settings, engine_factory=lambda kwargs, loggers: double)
     return built
 
 
 def page_input(mode: str, index: int) -> Any:
-    from worker.engines.base import PageFacts, PageInput
+    from gpu_doubles import scan_page
 
     # The tiny model knows pages 1..9; the stand-in takes any number.
-    number = (index % VLLM_PAGES) + 1 if mode == "vllm" else index + 1
-    facts = PageFacts(
-        number=number,
-        width_pt=595,
-        height_pt=842,
-        text_chars=0,
-        unreadable_chars=0,
-        invisible_text_chars=0,
-        image_coverage=1.0,
-    )
-    return PageInput(facts=facts, image_png=b"", image_dpi=72)
+    return scan_page((index % VLLM_PAGES) + 1 if mode == "vllm" else index + 1)

@@ -62,3 +62,14 @@ def human_size(size_bytes: int) -> str:
             return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+class InputRejected(Exception):
+    """Input that cannot become a job; nothing has been created for it. `code` is stable
+    (callers branch on it), `message` a sentence for people, `http_status` the API's answer."""
+
+    def __init__(self, code: str, message: str, http_status: int = 422) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status

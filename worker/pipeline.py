@@ -1,34 +1,15 @@
-"""The parts of prepare / ocr / finalize that need no servers.
+"""Assembling a job's pages into one document, with no servers.
 
-Both the Celery tasks and `pagemill convert` call these, so a document converted
-on a laptop goes through the same routing, engines and assembly as in production.
+Both finalize and `pagemill convert` call this, so a document converted on a laptop
+is put together exactly as in production.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from pagemill.quality.furniture import FurnitureMode, split_pages
-from worker.engines.base import EngineResult, PageInput
-from worker.engines.registry import get_engine
-from worker.engines.router import Route, route_page
-
-
-@dataclass(frozen=True)
-class PageOutcome:
-    route: Route
-    result: EngineResult
-    wall_seconds: float
-
-
-def convert_page(requested_engine: str, page: PageInput, ocr_engine: str) -> PageOutcome:
-    route = route_page(requested_engine, page.facts, page.pdf_page is not None, ocr_engine)
-    engine = get_engine(route.engine)
-    started = time.perf_counter()
-    result = engine.convert(page)
-    return PageOutcome(route=route, result=result, wall_seconds=time.perf_counter() - started)
 
 
 def page_marker(number: int) -> str:
@@ -63,7 +44,3 @@ def assemble_document(
             found[split.number] = [item.to_dict() for item in split.furniture]
         parts.append(f"{page_marker(split.number)}\n\n{body}".rstrip())
     return AssembledDocument(markdown="\n\n".join(parts) + "\n", furniture=found)
-
-
-def page_manifest_entry(number: int, facts: dict[str, Any]) -> dict[str, Any]:
-    return {"number": number, **facts}

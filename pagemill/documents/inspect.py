@@ -13,7 +13,7 @@ import pymupdf
 from PIL import Image
 
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
-from pagemill.domain import SourceKind
+from pagemill.domain import InputRejected, SourceKind
 from pagemill.settings import Settings
 
 _MAGIC: list[tuple[bytes, SourceKind]] = [
@@ -33,14 +33,8 @@ CONTENT_TYPES = {
 }
 
 
-class DocumentRejected(Exception):
-    """An upload that cannot become a job. `code` is stable; `message` is for people."""
-
-    def __init__(self, code: str, message: str, http_status: int = 422) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.http_status = http_status
+class DocumentRejected(InputRejected):
+    """An uploaded file that cannot become a job: its type, damage, encryption or size."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
 from pagemill.documents.pagerange import PageRangeError, parse_page_selection
-from pagemill.domain import JobStatus, LicenseUse, human_size
+from pagemill.domain import InputRejected, JobStatus, LicenseUse, human_size
 from pagemill.jobs import idempotency, repository
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
@@ -33,14 +33,8 @@ LICENCE_GATED_ENGINES = frozenset({"vllm"})
 QUOTE_WINDOW_PAGES = 500
 
 
-class SubmissionRejected(Exception):
-    """A submission that cannot become a job; nothing has been created."""
-
-    def __init__(self, code: str, message: str, http_status: int = 422) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.http_status = http_status
+class SubmissionRejected(InputRejected):
+    """A submission that cannot become a job: the file, or the options sent with it."""
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,19 @@ from typing import Any
 import redis
 from celery import Celery, signals
 from celery.exceptions import Reject
-from gpu_doubles import MAX_NUM_SEQS, PAGE_TIMEOUT_S, Script, ScriptedAsyncLLM, ScriptedFailure
+from gpu_doubles import (
+    MAX_NUM_SEQS,
+    PAGE_TIMEOUT_S,
+    Script,
+    ScriptedAsyncLLM,
+    ScriptedFailure,
+    scan_page,
+    scripted_profile,
+)
 
 from worker.bridge import BridgeClosed, BridgeTimeout
-from worker.engines.base import EngineError, PageFacts, PageInput
+from worker.engines.base import EngineError
 from worker.engines.vllm.engine import VllmEngine
-from worker.engines.vllm.profiles import ModelProfile, RepetitionSpec
 from worker.engines.vllm.settings import VllmSettings
 
 REDIS_URL = os.environ["PAGEMILL_TEST_REDIS_URL"]
@@ -64,17 +71,7 @@ _engine_lock = threading.Lock()
 _double: ScriptedAsyncLLM | None = None
 _shutdown_thread: threading.Thread | None = None
 
-PROFILE = ModelProfile(
-    name="scripted",
-    weights_subdir="unused",
-    source="tests/gpu/gpu_doubles.py",
-    licence="MIT",
-    commercial_use_permitted=True,
-    input_kind="text",
-    prompt="page {page_number}",
-    render_dpi=72,
-    repetition=RepetitionSpec(detect_ngram_size=4, detect_min_repeats=3),
-)
+PROFILE = scripted_profile("scripted", detect_min_repeats=3)
 
 
 def engine() -> VllmEngine:
@@ -101,24 +98,11 @@ def engine() -> VllmEngine:
         return _engine
 
 
-def page_input(number: int) -> PageInput:
-    facts = PageFacts(
-        number=number,
-        width_pt=595,
-        height_pt=842,
-        text_chars=0,
-        unreadable_chars=0,
-        invisible_text_chars=0,
-        image_coverage=1.0,
-    )
-    return PageInput(facts=facts, image_png=b"", image_dpi=72)
-
-
 @app.task(bind=True, name="gpu_test.convert_page", max_retries=2)
 def convert_page(self: Any, page: int) -> None:
     _store.incr(f"{RUN}:started")
     try:
-        result = engine().convert(page_input(page))
+        result = engine().convert(scan_page(page))
     except BridgeClosed as exc:
         # The worker is going down: back on the queue for the next worker.
         raise Reject(str(exc), requeue=True) from exc

@@ -19,12 +19,44 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.bridge import InFlightGauge
+from worker.engines.base import PageFacts, PageInput
+from worker.engines.vllm.profiles import ModelProfile, RepetitionSpec
 
 PAGE_NUMBER = re.compile(r"page (\d+)")
 # The batch the double schedules, and how long one attempt may take, in the
 # Celery bridge tests.
 MAX_NUM_SEQS = 32
 PAGE_TIMEOUT_S = 5.0
+
+
+def scan_page(number: int, image: bytes = b"", dpi: int = 72) -> PageInput:
+    """A page as the GPU engine receives a scan: an image-only A4 page. Text profiles
+    read only its number (`page {n}`), so the image may be empty."""
+    facts = PageFacts(
+        number=number,
+        width_pt=595,
+        height_pt=842,
+        text_chars=0,
+        unreadable_chars=0,
+        invisible_text_chars=0,
+        image_coverage=1.0,
+    )
+    return PageInput(facts=facts, image_png=image, image_dpi=dpi)
+
+
+def scripted_profile(name: str, detect_min_repeats: int) -> ModelProfile:
+    """The model profile the scripted stand-in plays: a text prompt naming the page."""
+    return ModelProfile(
+        name=name,
+        weights_subdir="unused",
+        source="tests/gpu/gpu_doubles.py",
+        licence="MIT",
+        commercial_use_permitted=True,
+        input_kind="text",
+        prompt="page {page_number}",
+        render_dpi=72,
+        repetition=RepetitionSpec(detect_ngram_size=4, detect_min_repeats=detect_min_repeats),
+    )
 
 
 class ScriptedFailure(RuntimeError):

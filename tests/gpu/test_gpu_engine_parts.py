@@ -7,9 +7,10 @@ import io
 from pathlib import Path
 
 import pytest
+from gpu_doubles import scan_page
 from pydantic import ValidationError
 
-from worker.engines.base import EngineError, PageFacts, PageInput
+from worker.engines.base import EngineError, PageInput
 from worker.engines.vllm.engine import VllmEngine
 from worker.engines.vllm.inputs import build_prompt
 from worker.engines.vllm.ngram_guard import banned_next_tokens
@@ -20,8 +21,7 @@ from worker.engines.vllm.settings import VllmSettings
 
 
 def page(number: int = 1, image: bytes = b"") -> PageInput:
-    facts = PageFacts(number, 595, 842, 0, 0, 0, 1.0)
-    return PageInput(facts=facts, image_png=image, image_dpi=144)
+    return scan_page(number, image, dpi=144)
 
 
 def test_repeated_ngrams_are_counted_with_overlaps() -> None:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from gpu_doubles import scan_page
 from gpu_tiny_model import LOOP_PAGE, MAX_TOKENS, NORMAL_PAGES, PROMPT, tiny_profile
 
-from worker.engines.base import EngineResult, PageFacts, PageInput
+from worker.engines.base import EngineResult
 from worker.engines.vllm.engine import VllmEngine
 from worker.engines.vllm.measurements import SpecCounters
 from worker.engines.vllm.settings import VllmSettings
@@ -41,19 +42,6 @@ class Run:
     usage: Usage
     wall_ns: int
     tokenizer: Any
-
-
-def page(number: int) -> PageInput:
-    facts = PageFacts(
-        number=number,
-        width_pt=595,
-        height_pt=842,
-        text_chars=0,
-        unreadable_chars=0,
-        invisible_text_chars=0,
-        image_coverage=1.0,
-    )
-    return PageInput(facts=facts, image_png=b"", image_dpi=72)
 
 
 @pytest.fixture(scope="module", params=["ngram", "draft_model"])
@@ -83,7 +71,7 @@ def run(request: pytest.FixtureRequest, tiny_model: Any) -> Iterator[Run]:
     numbers = [*NORMAL_PAGES, LOOP_PAGE]
     started = time.monotonic_ns()
     with ThreadPoolExecutor(max_workers=len(numbers)) as pool:
-        results = dict(zip(numbers, pool.map(engine.convert, map(page, numbers)), strict=True))
+        results = dict(zip(numbers, pool.map(engine.convert, map(scan_page, numbers)), strict=True))
     wall_ns = time.monotonic_ns() - started
     counters = engine.spec_counters() - before
     usage = engine.usage()

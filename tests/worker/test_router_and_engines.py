@@ -11,9 +11,9 @@ from rapidfuzz.distance import Levenshtein
 
 from pagemill.domain import SourceKind
 from tests.conftest import SAMPLES
-from worker.engines.base import PageInput
-from worker.engines.router import route_page
-from worker.pipeline import convert_page
+from worker.engines.base import EngineResult, PageInput
+from worker.engines.registry import get_engine
+from worker.engines.router import Route, route_page
 from worker.render import RenderedPage, render_pages
 
 # Measured on this machine's kind with rapidocr 3.10.0's bundled models at 150 dpi:
@@ -44,6 +44,12 @@ def render_one(path: Path, kind: SourceKind, number: int = 1) -> RenderedPage:
 
 def as_input(page: RenderedPage) -> PageInput:
     return PageInput(page.facts, page.image_png, page.image_dpi, page.pdf_page)
+
+
+def read_auto(page: RenderedPage) -> tuple[Route, EngineResult]:
+    """The page through the engine `auto` routes it to, checks left out."""
+    route = route_page("auto", page.facts, page.pdf_page is not None, "rapidocr")
+    return route, get_engine(route.engine).convert(as_input(page))
 
 
 def test_router_sends_born_digital_to_textlayer_and_scans_to_ocr() -> None:
@@ -78,25 +84,27 @@ def test_router_distrusts_invisible_ocr_layers(tmp_path: Path) -> None:
 
 def test_textlayer_engine_keeps_the_invoice_table() -> None:
     page = render_one(SAMPLES / "invoice-multipage.pdf", SourceKind.pdf, 2)
-    outcome = convert_page("auto", as_input(page), "rapidocr")
-    markdown = outcome.result.markdown
+    route, result = read_auto(page)
+    markdown = result.markdown
+    assert route.engine == "textlayer"
     assert "INV/2023/03/0008" in markdown
     assert re.search(r"^\|.*Description.*\|.*Amount.*\|$", markdown, re.MULTILINE)
     assert re.search(r"^\|(\s*-+\s*\|)+$", markdown, re.MULTILINE)  # a header separator
-    assert outcome.result.compute_seconds > 0
+    assert result.compute_seconds > 0
 
 
 def test_rapidocr_reads_the_scanned_sentence() -> None:
     page = render_one(SAMPLES / "scanned-sentence.pdf", SourceKind.pdf)
-    outcome = convert_page("auto", as_input(page), "rapidocr")
-    assert outcome.route.engine == "rapidocr"
-    assert cer(outcome.result.markdown, SENTENCE) <= SENTENCE_CER_MAX
+    route, result = read_auto(page)
+    assert route.engine == "rapidocr"
+    assert cer(result.markdown, SENTENCE) <= SENTENCE_CER_MAX
 
 
 def test_rapidocr_on_a_noisy_scanned_invoice() -> None:
     page = render_one(SAMPLES / "scanned-invoice.png", SourceKind.png)
-    outcome = convert_page("auto", as_input(page), "rapidocr")
-    markdown = outcome.result.markdown
+    route, result = read_auto(page)
+    markdown = result.markdown
+    assert route.engine == "rapidocr"
     for expected in ("Azure Interior", "CUSTREF123", "279.84", "Office Chair", "Beeswax"):
         assert expected in markdown, expected
     with pymupdf.open(SAMPLES / "invoice-multipage.pdf") as document:
