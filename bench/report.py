@@ -4,6 +4,7 @@ median, its target met or missed and by how much."""
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 HEADER = """# Benchmarks
@@ -228,14 +229,20 @@ def _saturation(fig: dict[str, Any]) -> list[str]:
         "moment the last page entered the engine (ramp-up and tail left out)."
     )
     if not fig["met"] and "worker_batch_steady_mean" not in fig:
+        direct_in_flight = median(
+            [run["direct"]["steady"]["bridge_mean"] for run in fig.get("raw_runs", [])]
+        )
         lines.append(
             f"- Why: the tiny model's pages are about 20 tokens, so the engine runs "
             f"{direct:.0f} pages/s direct, {direct / 2.57:.0f} times jina-ocr-v1's 2.57 "
             f"pages/s on an A100. At that rate what Celery does for each message (fetch it "
             f"from Redis, hand it to a thread, ack it), in the same process and under the same "
             f"interpreter lock as the engine's event loop, becomes the limit: one page every "
-            f"{1000 / worker:.1f} ms. The stand-in below, at GPU-like page times, is the "
-            "saturation figure for a GPU worker."
+            f"{1000 / worker:.1f} ms. The pages in flight show it: the worker's threads held "
+            f"{fig['worker_in_flight_steady_mean']['median']:.1f} on the mean in the steady "
+            f"state, against {direct_in_flight:.1f} driven directly, because new messages "
+            "did not reach the threads as fast as the engine finished pages. The stand-in "
+            "below, at GPU-like page times, is the saturation figure for a GPU worker."
         )
     return [*lines, ""]
 

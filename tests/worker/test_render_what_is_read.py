@@ -13,10 +13,10 @@ from pagemill.documents.sandbox import Limits, run_sandboxed
 from pagemill.domain import SourceKind
 from tests.conftest import SAMPLES
 from tests.worker.test_router_and_engines import SENTENCE, SENTENCE_CER_MAX, cer
+from worker import render
 from worker.engines.base import EngineError, EngineResult, PageInput
 from worker.engines.registry import get_engine
 from worker.render import PageOutputs, render_pages, render_pdf_page_png
-from worker.stages import quality
 from worker.stages.quality import convert_checked
 
 INVOICE = SAMPLES / "invoice-multipage.pdf"
@@ -79,7 +79,7 @@ def test_a_text_layer_page_with_visible_text_is_never_rendered(
     def refuse(_pdf: bytes, _dpi: int) -> bytes:
         raise AssertionError("a page with visible text and output needs no pixels")
 
-    monkeypatch.setattr(quality, "render_pdf_page_png", refuse)
+    monkeypatch.setattr(render, "render_pdf_page_png", refuse)
     assessed = convert_checked("textlayer", page, _convert, "rapidocr")
     assert assessed.engine == "textlayer"
     assert assessed.blank is False  # its visible text is ink

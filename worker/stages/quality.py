@@ -25,7 +25,6 @@ from worker.engines.base import EngineResult, PageInput
 from worker.engines.router import TEXT_LAYER_ENGINE
 from worker.imaging import decode_gray, is_blank, rotate_png
 from worker.orientation import Orientation, detect_orientation, from_text_layer
-from worker.render import render_pdf_page_png
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +133,10 @@ def _with_pixels(page: PageInput) -> tuple[PageInput, np.ndarray | None]:
     """The page with its image (rendered from the one-page PDF when prepare made none)
     and that image's grey levels; None when there is nothing to render from."""
     if page.image_png is None and page.pdf_page is not None:
+        # Imported here: PyMuPDF (with its layout models) doubles the memory of a worker
+        # process, and prepare/finalize workers, which import this module, never render.
+        from worker.render import render_pdf_page_png
+
         page = dataclasses.replace(
             page, image_png=render_pdf_page_png(page.pdf_page, page.image_dpi)
         )
