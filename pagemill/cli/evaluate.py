@@ -16,8 +16,8 @@ from typing import NoReturn
 import typer
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pagemill.cli.progress import progress_bar
 from pagemill.evaluation.degrade import VARIANT_KINDS
 from pagemill.evaluation.evaluate import (
     Evaluation,
@@ -144,14 +144,7 @@ def _work_dir(kept: Path | None) -> Iterator[Path]:
 
 
 def _run_with_progress(evaluation: Evaluation, work: Path) -> None:
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("documents", total=len(evaluation.cases))
 
         def finished(run: DocumentRun) -> None:

@@ -12,15 +12,12 @@ import httpx
 import typer
 from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
     TaskID,
-    TextColumn,
-    TimeElapsedColumn,
 )
 from rich.table import Table
 
+from pagemill.cli.progress import progress_bar
 from pagemill.ops.catalog import VIEWS as OPS_VIEWS
 
 app = typer.Typer(help="pagemill: documents in, Markdown out.", no_args_is_help=True)
@@ -104,14 +101,7 @@ def convert(
 
 
 def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
+    return progress_bar(console)
 
 
 @app.command("eval")

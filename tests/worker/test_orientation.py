@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 from rapidocr import RapidOCR
 
+from tests.worker.test_imaging import pixels_of, to_png
 from worker.imaging import rotate_png
 from worker.orientation import QUICK_SIDE_PX, THOROUGH_SIDE_PX, detect_orientation
 
@@ -27,16 +28,6 @@ OCR_TEST_WORDS = {"Docling", "bundles", "PDF", "document", "conversion", "JSON",
 def render(pdf_name: str, dpi: int = 150) -> bytes:
     with pymupdf.open(CORPUS / pdf_name) as document:
         return bytes(document[0].get_pixmap(dpi=dpi, alpha=False).tobytes("png"))
-
-
-def to_png(pixels: np.ndarray) -> bytes:
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG")
-    return out.getvalue()
-
-
-def pixels_of(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def as_scan(png: bytes, seed: int) -> bytes:
