@@ -48,6 +48,8 @@ def engine_kwargs(
         "per_request_spec_decode_metrics": "summary" if speculative else "none",
         **profile.engine_kwargs,
     }
+    if settings.enforce_eager:
+        kwargs["enforce_eager"] = True
     if not speculative and profile.repetition.guard_logits_processor:
         kwargs["logits_processors"] = [profile.repetition.guard_logits_processor]
     stat_loggers: list[Any] = []
