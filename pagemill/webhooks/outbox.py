@@ -18,13 +18,12 @@ from pagemill.settings import Settings, get_settings
 from pagemill.storage import ObjectStore, get_object_store
 from pagemill.webhooks import payload, repository, signing
 from pagemill.webhooks.repository import DeliveryView
+from pagemill.webhooks.urls import MAX_URL_CHARS
 
 log = logging.getLogger(__name__)
 
 Publish = Callable[[str], None]
 
-# Longer URLs are refused at submission; the endpoint table's unique index needs a bound.
-MAX_URL_CHARS = 2048
 SWEEP_BATCH = 500
 
 
