@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends, Header, Query
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
@@ -26,6 +26,12 @@ def get_session() -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+# Every listing's offset: bounded so that no value reaches the database as an
+# out-of-range bigint (a 500), and far past any list a client pages through.
+MAX_OFFSET = 1_000_000
+OffsetQuery = Annotated[
+    int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip, at most 1,000,000.")
+]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[ObjectStore, Depends(get_object_store)]
 

@@ -16,10 +16,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from sqlalchemy.orm import Session
 
-from api.deps import ClientDep, SessionDep, SettingsDep, StoreDep
+from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError
 from api.routes.webhooks import publish_job_webhooks
 from pagemill.db.models import Client, Job
+from pagemill.documents.pagerange import selection_includes
 from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
 from pagemill.jobs import idempotency, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
@@ -81,7 +82,7 @@ async def submit_job(
     with tempfile.TemporaryDirectory(prefix="pagemill-upload-") as workdir:
         try:
             options = service.SubmitOptions(
-                pages=pages,
+                pages=service.check_page_selection(pages),
                 license_use=license_use,
                 webhook_url=service.check_webhook_url(webhook_url),
                 engine=engine,
@@ -139,7 +140,9 @@ def _begin_idempotent(
     upload: service.SavedUpload,
     options: service.SubmitOptions,
 ) -> idempotency.StoredResponse | None:
-    request_sha256 = service.request_fingerprint(upload.sha256, options, upload.filename)
+    request_sha256 = service.request_fingerprint(
+        upload.sha256, options, upload.filename, settings, client
+    )
     try:
         return idempotency.begin(
             session,
@@ -181,7 +184,7 @@ def list_jobs(
     settings: SettingsDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    offset: OffsetQuery = 0,
 ) -> JobListOut:
     jobs = repository.list_client_jobs(session, client.id, status, limit, offset)
     return JobListOut(
@@ -249,7 +252,14 @@ def get_page_markdown(
     job = _client_job(session, client, job_id)
     page = repository.get_page_by_number(session, job.id, number)
     if page is None:
-        raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
+        if not selection_includes(job.page_selection, job.document_pages, number):
+            raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
+        # Selected, but prepare has not reached it, or the job ended before it did.
+        if job.status in TERMINAL_JOB_STATUSES:
+            why = f"the job ended ({job.status.value}) before the page was prepared"
+        else:
+            why = f"the job is {job.status.value} and has not prepared it yet"
+        raise ApiError(409, "page_not_ready", f"Page {number} has no Markdown; {why}.")
     if page.status is not PageStatus.succeeded:
         raise ApiError(
             409, "page_not_ready", f"Page {number} has no Markdown; it is {page.status.value}."

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel
 
-from api.deps import AdminDep, SessionDep
+from api.deps import AdminDep, OffsetQuery, SessionDep
 from api.errors import ApiError
 from pagemill.ops.catalog import VIEWS
 from pagemill.ops.metrics import render_metrics
@@ -33,7 +33,7 @@ def ops_view(
     _admin: AdminDep,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: OffsetQuery = 0,
 ) -> OpsViewOut:
     """For operators: one ops table as JSON rows. Numeric (decimal) values are strings,
     exact; times are ISO 8601."""

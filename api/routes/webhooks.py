@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import AdminDep, ClientDep, SessionDep, SettingsDep
+from api.deps import AdminDep, ClientDep, OffsetQuery, SessionDep, SettingsDep
 from api.errors import ApiError
 from pagemill.db.session import session_factory
 from pagemill.jobs import repository as jobs_repository
@@ -106,7 +106,7 @@ def ops_deliveries(
     session: SessionDep,
     status: DeliveryStatus = DeliveryStatus.dead,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: OffsetQuery = 0,
 ) -> OpsWebhookDeliveryListOut:
     """For operators: deliveries of every client by status, dead ones by default,
     most recently changed first."""

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from pagemill.db.models import Job, Page
 from pagemill.domain import JobStatus, LicenseUse, PageStatus
+from pagemill.jobs.metadata import renderable_metadata
 from pagemill.jobs.summaries import job_quality, page_summary
 from pagemill.quality.furniture import FurnitureMode
 
@@ -116,7 +117,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "license_use": job.license_use,
         "engine": job.engine,
         "webhook_url": job.webhook_url,
-        "metadata": job.caller_metadata,
+        "metadata": renderable_metadata(job.caller_metadata),
         "source": SourceOut(
             filename=job.source_filename,
             kind=job.source_kind.value,

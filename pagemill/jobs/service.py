@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
-from pagemill.documents.pagerange import PageRangeError, parse_page_selection
+from pagemill.documents.pagerange import (
+    PageRangeError,
+    canonical_page_selection,
+    parse_page_selection,
+)
 from pagemill.domain import InputRejected, JobStatus, LicenseUse, human_size
-from pagemill.jobs import idempotency, repository
+from pagemill.jobs import idempotency, metadata, repository
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
@@ -61,12 +64,36 @@ class SubmitOptions:
 OPTIONS_ADDED_LATER = ("furniture",)
 
 
-def request_fingerprint(upload_sha256: str, options: SubmitOptions, filename: str | None) -> str:
-    """What an Idempotency-Key is bound to: the file and every option that was set."""
-    fields = {**dataclasses.asdict(options), "filename": filename}
-    defaults = SubmitOptions()
+def request_fingerprint(
+    upload_sha256: str,
+    options: SubmitOptions,
+    filename: str | None,
+    settings: Settings,
+    client: Client,
+) -> str:
+    """What an Idempotency-Key is bound to: the file and the request as it will run.
+
+    An option sent with the value it would default to counts as not sent, and the
+    pages and budget count by value ("2,1" is "1-2", 5.00 is 5): a client that always
+    sends its defaults, or spells a range another way, matches its own retry."""
+    fields = {
+        **dataclasses.asdict(options),
+        "filename": filename,
+        "pages": canonical_page_selection(options.pages),
+        "max_cost_usd": None
+        if options.max_cost_usd is None
+        else format(options.max_cost_usd.normalize(), "f"),
+    }
+    applied_defaults = {
+        "engine": settings.default_engine,
+        "license_use": client.default_license_use,
+        "furniture": FurnitureMode.separate,
+    }
+    for name, default in applied_defaults.items():
+        if fields[name] == default:
+            fields[name] = None
     for name in OPTIONS_ADDED_LATER:
-        if fields[name] == getattr(defaults, name):
+        if fields[name] is None:
             del fields[name]
     return idempotency.fingerprint(upload_sha256, fields)
 
@@ -92,19 +119,20 @@ def save_upload(
 
 
 def parse_metadata(raw: str | None) -> dict[str, Any]:
-    if raw is None or not raw.strip():
-        return {}
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise SubmissionRejected(
-            "invalid_metadata", f"The metadata field is not valid JSON: {error.msg}."
-        ) from error
-    if not isinstance(value, dict):
-        raise SubmissionRejected("invalid_metadata", "The metadata field must be a JSON object.")
-    if len(raw) > 16 * 1024:
-        raise SubmissionRejected("invalid_metadata", "The metadata field must be under 16 KiB.")
-    return value
+        return metadata.parse_metadata(raw)
+    except metadata.MetadataRejected as rejected:
+        raise SubmissionRejected(rejected.code, rejected.message) from None
+
+
+def check_page_selection(raw: str | None) -> str | None:
+    """The selection as given, stripped, if it is well formed; whether it fits the
+    document is known only after inspection."""
+    try:
+        canonical_page_selection(raw)
+    except PageRangeError as error:
+        raise SubmissionRejected("invalid_page_range", str(error)) from None
+    return raw.strip() if raw and raw.strip() else None
 
 
 def parse_furniture(raw: str | None) -> FurnitureMode:
@@ -123,14 +151,28 @@ def parse_furniture(raw: str | None) -> FurnitureMode:
 def check_webhook_url(url: str | None) -> str | None:
     if url is None or not url.strip():
         return None
-    parsed = urlparse(url.strip())
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    parsed = _readable_url(url.strip())
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise SubmissionRejected(
             "invalid_webhook_url", "The webhook_url must be an absolute http or https URL."
         )
     if len(url.strip()) > 2048:
         raise SubmissionRejected("invalid_webhook_url", "The webhook_url must be under 2 KiB.")
     return url.strip()
+
+
+def _readable_url(url: str) -> ParseResult | None:
+    """None for a URL with control characters, which no HTTP request line can carry
+    and Postgres cannot store (NUL), or one urlparse cannot read: an unclosed "[" of
+    an IPv6 host, a port that is not a number below 65536."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        return None
+    try:
+        parsed = urlparse(url)
+        _ = parsed.port
+    except ValueError:
+        return None
+    return parsed
 
 
 def submit_job(

@@ -18,6 +18,7 @@ from pagemill.clients.repository import authenticate
 from pagemill.db.session import session_factory
 from pagemill.jobs import idempotency
 from pagemill.jobs.service import SubmitOptions, request_fingerprint
+from pagemill.settings import get_settings
 from pagemill.storage import ObjectStore
 from tests.api.test_auth_and_input import count_rows, stored_objects
 from tests.conftest import S3_SECRET_KEY, SAMPLES, TMP_ROOT, make_client_key
@@ -77,7 +78,11 @@ def test_idempotency_key_in_flight_is_409(api: httpx.Client) -> None:
         client = authenticate(session, str(api.headers["Authorization"])[7:])
         assert client is not None
         fingerprint = request_fingerprint(
-            hashlib.sha256(INVOICE.read_bytes()).hexdigest(), SubmitOptions(), INVOICE.name
+            hashlib.sha256(INVOICE.read_bytes()).hexdigest(),
+            SubmitOptions(),
+            INVOICE.name,
+            get_settings(),
+            client,
         )
         hour = timedelta(hours=1)
         assert idempotency.begin(session, client.id, "in-flight", fingerprint, hour, hour) is None
