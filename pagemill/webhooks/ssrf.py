@@ -64,10 +64,45 @@ class Destination:
         return f"{host}:{port}"
 
 
+# 64:ff9b::/96 (RFC 6052): a NAT64 gateway forwards to the IPv4 address in the last
+# 32 bits. ::/96 less :: and ::1: the deprecated IPv4-compatible form (RFC 4291).
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    """(scheme, IPv4 address) when an IPv6 address carries an IPv4 address that a
+    translator or tunnel would deliver to: refusing 127.0.0.1 means nothing if
+    2002:7f00:1:: or 64:ff9b::7f00:1 reaches it anyway."""
+    if address.ipv4_mapped is not None:
+        return "IPv4-mapped", address.ipv4_mapped
+    if address in NAT64:
+        return "NAT64", ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    if address.sixtofour is not None:
+        return "6to4", address.sixtofour
+    if address.teredo is not None:
+        return "Teredo", address.teredo[1]  # the client's (NAT's) address, de-obfuscated
+    if address in IPV4_COMPATIBLE and int(address) > 1:
+        return "IPv4-compatible", ipaddress.IPv4Address(int(address))
+    return None
+
+
 def refusal_reason(address: IPAddress) -> str | None:
-    """Why an address is internal, or None when it is a public unicast address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Why an address is internal, or None when it is a public unicast address.
+    An IPv6 address carrying an IPv4 one is refused for whatever refuses that one."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(address)
+        if embedded is not None:
+            scheme, inner = embedded
+            reason = refusal_reason(inner)
+            if reason is not None:
+                return f"{reason} ({inner} in {scheme} form)"
+            if scheme in ("IPv4-mapped", "NAT64"):
+                return None  # it reaches exactly the public address it carries
+            if scheme == "Teredo":
+                # Tunnelled over UDP through relays: no receiver needs it, so none get it.
+                return "a Teredo tunnel address"
+            # 6to4 of a public address: a global address; IPv4-compatible: reserved.
     if address in METADATA_ADDRESSES:
         return METADATA
     checks = (
@@ -115,7 +150,7 @@ def resolve_destination(
         reason = refusal_reason(address)
         if reason is None:
             continue
-        if reason == METADATA:
+        if reason.startswith(METADATA):
             raise DestinationRefused(f"{host} resolves to {address}, {reason}: never allowed")
         if not (host_allowed or any(address in network for network in networks)):
             raise DestinationRefused(f"{host} resolves to {address}, {reason}, not allowlisted")
