@@ -263,6 +263,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_broken_combinations(self) -> Settings:
+        # Every page accepted at upload must fit the pixel budget at 1 dpi, the lowest
+        # resolution a page is rendered at.
+        if self.max_render_pixels < (self.max_page_side_pt / 72) ** 2:
+            raise ValueError(
+                "PAGEMILL_MAX_RENDER_PIXELS must hold the largest page accepted "
+                "(PAGEMILL_MAX_PAGE_SIDE_PT) at 1 dpi"
+            )
         if self.task_time_limit_s >= self.broker_visibility_timeout_s:
             raise ValueError(
                 "PAGEMILL_TASK_TIME_LIMIT_S must be below PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, "

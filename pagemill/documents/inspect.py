@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pymupdf
-from PIL import Image
+from PIL import Image, ImageSequence
 
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import InputRejected, SourceKind
@@ -101,7 +101,7 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> int:
         if document.is_repaired and not _first_page_renders(document):
             raise _damaged(SourceKind.pdf)
         for index in range(document.page_count):
-            box = document.page_cropbox(index)
+            box = _page_rect(document, index)
             if max(box.width, box.height) > max_page_side_pt:
                 raise DocumentRejected(
                     "page_too_large",
@@ -111,17 +111,26 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> int:
         return int(document.page_count)
 
 
+def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
+    # The page as the renderer will draw it: its CropBox scaled by /UserUnit (which
+    # the box alone leaves out) and turned by /Rotate.
+    try:
+        return document.load_page(index).rect
+    except Exception as error:
+        raise _damaged(SourceKind.pdf) from error
+
+
 def _inspect_image(path: Path, kind: SourceKind, max_image_pixels: int) -> int:
     try:
         with Image.open(path) as image:
-            if image.width * image.height > max_image_pixels:
-                raise DocumentRejected(
-                    "image_too_large",
-                    f"The image is {image.width} x {image.height} pixels; the limit is "
-                    f"{max_image_pixels:,} pixels.",
-                )
-            frames = int(getattr(image, "n_frames", 1))
             image.verify()
+        # verify() leaves the file unusable, and reads only the first frame: every
+        # frame of a TIFF or MPO has its own size, and each becomes a page.
+        with Image.open(path) as image:
+            frames = 0
+            for frame in ImageSequence.Iterator(image):
+                frames += 1
+                _check_frame_pixels(frame, frames, max_image_pixels)
     except DocumentRejected:
         raise
     except Image.DecompressionBombError as error:
@@ -131,6 +140,16 @@ def _inspect_image(path: Path, kind: SourceKind, max_image_pixels: int) -> int:
     except Exception as error:
         raise _damaged(kind) from error
     return frames
+
+
+def _check_frame_pixels(frame: Image.Image, number: int, max_image_pixels: int) -> None:
+    if frame.width * frame.height > max_image_pixels:
+        where = "The image" if number == 1 else f"Page {number} of the image"
+        raise DocumentRejected(
+            "image_too_large",
+            f"{where} is {frame.width} x {frame.height} pixels; the limit is "
+            f"{max_image_pixels:,} pixels.",
+        )
 
 
 def _damaged(kind: SourceKind) -> DocumentRejected:
