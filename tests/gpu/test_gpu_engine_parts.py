@@ -80,7 +80,10 @@ def test_image_profiles_send_the_page_image_downscaled_as_the_model_wants() -> N
 
 def test_model_outputs_become_markdown() -> None:
     grounded = "<|ref|>title<|/ref|><|det|>[[10, 20, 300, 40]]<|/det|>\n# Invoice\n\nTotal: 12"
-    assert to_markdown(grounded, "deepseek_grounding") == ("# Invoice\n\nTotal: 12", {})
+    assert to_markdown(grounded, "deepseek_grounding") == (
+        "# Invoice\n\nTotal: 12",
+        {"grounding": [{"kind": "title", "boxes": [[10, 20, 300, 40]]}]},
+    )
     olm = "---\nprimary_language: en\nrotation_correction: 0\n---\nHello *world*\n"
     assert to_markdown(olm, "yaml_front_matter") == (
         "Hello *world*",
