@@ -63,6 +63,14 @@ def noisy_draft(tiny_model: Any) -> Path:
     )
 
 
+@pytest.fixture(scope="session")
+def tiny_glm_ocr(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The tiny GLM-OCR with its MTP layer (see tiny_glm_ocr.py), built once per run."""
+    from tiny_glm_ocr import build_tiny_glm_ocr
+
+    return build_tiny_glm_ocr(tmp_path_factory.mktemp("tiny-glm-ocr"))
+
+
 class WorkerProcess:
     """One `celery worker` process, threads pool, on its own queue."""
 

@@ -184,7 +184,39 @@ OLMOCR_2 = ModelProfile(
     engine_kwargs={"limit_mm_per_prompt": {"image": 1}, "mm_processor_cache_gb": 0},
 )
 
-PROFILES: dict[str, ModelProfile] = {p.name: p for p in (JINA_OCR_V1, DEEPSEEK_OCR, OLMOCR_2)}
+GLM_OCR = ModelProfile(
+    name="glm-ocr",
+    weights_subdir="GLM-OCR",
+    source="zai-org/GLM-OCR",
+    licence="MIT",  # as the model card states
+    commercial_use_permitted=True,
+    input_kind="image",
+    # GLM-V's chat format with the image first and the card's "Text
+    # Recognition:" task prompt, as vLLM's recipe sends it. Rendered by hand
+    # from the GLM-V chat template; compare with the checkpoint's own
+    # chat_template when the weights arrive.
+    prompt=(
+        "[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>"
+        "Text Recognition:<|assistant|>\n"
+    ),
+    # The processor resizes to multiples of 28 px between 12,544 and
+    # 9,633,792 pixels (its preprocessor_config), so an A4 page at 144 dpi
+    # (1191 x 1684) keeps its resolution: about 2,550 image tokens.
+    render_dpi=144,
+    image=ImageSpec(),
+    sampling=SamplingSpec(temperature=0.0, max_tokens=8192),
+    # GLM-OCR's built-in MTP layer; vLLM maps the architecture to its
+    # glm_ocr_mtp draft. K=1 as in vLLM's recipe for this model.
+    speculative_config={"method": "mtp", "num_speculative_tokens": 1},
+    repetition=RepetitionSpec(detect_ngram_size=20, detect_min_repeats=4),
+    # One page image per prompt and no video: vLLM then reserves and profiles
+    # memory for neither a second image nor a video.
+    engine_kwargs={"limit_mm_per_prompt": {"image": 1, "video": 0}, "mm_processor_cache_gb": 0},
+)
+
+PROFILES: dict[str, ModelProfile] = {
+    p.name: p for p in (JINA_OCR_V1, DEEPSEEK_OCR, OLMOCR_2, GLM_OCR)
+}
 
 
 def get_profile(name: str) -> ModelProfile:
