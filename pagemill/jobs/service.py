@@ -161,6 +161,20 @@ def check_webhook_url(url: str | None) -> str | None:
     return url.strip()
 
 
+# Longer names are cut: a name is kept to show the caller, and a client rarely
+# chooses it (users name their files).
+MAX_FILENAME_CHARS = 255
+
+
+def shown_filename(name: str | None) -> str | None:
+    """The upload's name as the job keeps it: control characters (NUL cannot be
+    stored) removed, cut to MAX_FILENAME_CHARS."""
+    if name is None:
+        return None
+    kept = "".join(char for char in name if ord(char) >= 0x20 and ord(char) != 0x7F)
+    return kept[:MAX_FILENAME_CHARS] or None
+
+
 def _readable_url(url: str) -> ParseResult | None:
     """None for a URL with control characters, which no HTTP request line can carry
     and Postgres cannot store (NUL), or one urlparse cannot read: an unclosed "[" of
@@ -226,7 +240,7 @@ def submit_job(
         engine=engine,
         webhook_url=options.webhook_url,
         caller_metadata=options.metadata,
-        source_filename=upload.filename,
+        source_filename=shown_filename(upload.filename),
         source_kind=info.kind,
         source_bytes=upload.size_bytes,
         source_sha256=upload.sha256,

@@ -219,3 +219,22 @@ def test_offsets_past_bigint_are_422(api_url: str, db: str) -> None:
             response = httpx.get(f"{api_url}{path}", params=params, headers=admin)
             assert response.status_code == 422, (path, params, response.text)
             assert response.json()["error"]["code"] == "invalid_request"
+
+
+def test_long_or_odd_filenames_are_kept_shortened(api: httpx.Client) -> None:
+    for sent, kept in ((b"a" * 600 + b".pdf", "a" * 255), (b"in\x00voice\x1f.pdf", "invoice.pdf")):
+        # Written by hand: httpx would percent-encode the control characters.
+        body = (
+            b'--b\r\nContent-Disposition: form-data; name="file"; filename="'
+            + sent
+            + b'"\r\nContent-Type: application/pdf\r\n\r\n'
+            + SCAN.read_bytes()
+            + b"\r\n--b--\r\n"
+        )
+        response = api.post(
+            "/v1/jobs",
+            content=body,
+            headers={"Content-Type": "multipart/form-data; boundary=b"},
+        )
+        assert response.status_code == 202, response.text
+        assert response.json()["source"]["filename"] == kept
