@@ -171,7 +171,19 @@ class Settings(BaseSettings):
 
     # --- Webhooks: completion callbacks (pagemill/webhooks/).
     webhook_timeout_s: float = Field(
-        12, description="Connect, write and read timeout of one delivery attempt."
+        12, description="Connect, write and read timeout of one delivery attempt, per operation."
+    )
+    webhook_attempt_deadline_s: float = Field(
+        30,
+        description="Longest one delivery attempt may take all told: DNS, connecting, sending, "
+        "the answer's headers and its first 2 KB. A receiver that trickles bytes is cut off "
+        "here; at least 10 s below the attempt lease.",
+    )
+    webhook_client_concurrency: int = Field(
+        4,
+        description="Delivery attempts one client may have in flight at once, across every "
+        "webhook worker; the client's other deliveries wait their turn, so one client's slow "
+        "endpoints cannot hold every webhook thread. Keep it below the webhook threads.",
     )
     webhook_retry_schedule_s: Annotated[list[float], NoDecode] = Field(
         [5, 300, 1800, 7200, 18000, 36000, 36000],
@@ -198,7 +210,7 @@ class Settings(BaseSettings):
     webhook_attempt_lease_s: float = Field(
         120,
         description="How long a claimed delivery is held before a lost attempt may be retried; "
-        "above three webhook timeouts, so a live attempt is never repeated.",
+        "at least 10 s above the attempt deadline, so a live attempt is never repeated.",
     )
     webhook_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         [],
@@ -245,10 +257,18 @@ class Settings(BaseSettings):
                 "PAGEMILL_WEBHOOK_MAX_COUNTDOWN_S must be below "
                 "PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, or delayed deliveries are sent twice"
             )
-        if self.webhook_attempt_lease_s <= 3 * self.webhook_timeout_s:
+        if not 0 < self.webhook_timeout_s <= self.webhook_attempt_deadline_s:
             raise ValueError(
-                "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S must exceed three PAGEMILL_WEBHOOK_TIMEOUT_S"
+                "PAGEMILL_WEBHOOK_TIMEOUT_S must be above 0 and at most "
+                "PAGEMILL_WEBHOOK_ATTEMPT_DEADLINE_S"
             )
+        if self.webhook_attempt_lease_s < self.webhook_attempt_deadline_s + 10:
+            raise ValueError(
+                "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S must exceed PAGEMILL_WEBHOOK_ATTEMPT_DEADLINE_S "
+                "by 10 s or more, or an attempt still sending could be started again"
+            )
+        if self.webhook_client_concurrency < 1:
+            raise ValueError("PAGEMILL_WEBHOOK_CLIENT_CONCURRENCY must be 1 or more")
         if not 1 <= self.webhook_link_expiry_s <= 7 * 24 * 3600:
             raise ValueError("PAGEMILL_WEBHOOK_LINK_EXPIRY_S must be within 1 s and 7 days")
         for cidr in self.webhook_allowed_cidrs:

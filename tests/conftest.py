@@ -54,6 +54,7 @@ TEST_ENV = {
     "PAGEMILL_WEBHOOK_RETRY_SCHEDULE_S": "0.5,1,1,1",
     "PAGEMILL_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
     "PAGEMILL_WEBHOOK_TIMEOUT_S": "5",
+    "PAGEMILL_WEBHOOK_ATTEMPT_DEADLINE_S": "10",
     "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S": "30",
 }
 # Set before anything reads settings, so in-process code and child processes agree.

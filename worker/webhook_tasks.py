@@ -17,16 +17,20 @@ from pagemill.db.session import session_factory
 from pagemill.queue import WEBHOOK_DELIVERY_TASK, publish_webhook_delivery
 from pagemill.settings import get_settings
 from pagemill.webhooks import outbox
+from pagemill.webhooks.fairness import slots_for
 from pagemill.webhooks.service import attempt_delivery
 from worker.celery_app import app
 
 log = logging.getLogger(__name__)
 
 OUTAGE_RETRIES = 5
-# One attempt is a DNS lookup plus one request of at most about two timeouts; the
-# hard limit stays below the claim's lease, so a killed attempt is not overlapped.
+# An attempt ends by its own deadline (threads pools have no time limits at all);
+# these limits only catch a stuck prefork child, between the deadline and the lease,
+# so a killed attempt is never overlapped by the next one.
+_DEADLINE_S = get_settings().webhook_attempt_deadline_s
 _LEASE_S = get_settings().webhook_attempt_lease_s
-TIME_LIMIT_S = max(10, int(_LEASE_S) - 10)
+TIME_LIMIT_S = _DEADLINE_S + (_LEASE_S - _DEADLINE_S) / 2
+SOFT_TIME_LIMIT_S = _DEADLINE_S + (_LEASE_S - _DEADLINE_S) / 4
 
 
 @app.task(
@@ -34,11 +38,14 @@ TIME_LIMIT_S = max(10, int(_LEASE_S) - 10)
     bind=True,
     max_retries=OUTAGE_RETRIES,
     time_limit=TIME_LIMIT_S,
-    soft_time_limit=max(5, TIME_LIMIT_S - 5),
+    soft_time_limit=SOFT_TIME_LIMIT_S,
 )
 def deliver_webhook(task: Task, delivery_id: str) -> None:
     try:
-        run = attempt_delivery(session_factory(), get_settings(), uuid.UUID(delivery_id))
+        settings = get_settings()
+        run = attempt_delivery(
+            session_factory(), settings, uuid.UUID(delivery_id), slots=slots_for(settings)
+        )
     except (DBAPIError, ConnectionError) as error:
         log.warning("webhook delivery %s: outage, retrying: %s", delivery_id, error)
         raise task.retry(exc=error, countdown=min(60, 2 ** (task.request.retries + 1))) from error

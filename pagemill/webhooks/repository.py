@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, func, literal, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -159,6 +159,57 @@ class DeliveryTarget:
     signing_secrets: list[str]
 
 
+LOST = (
+    "lost: no outcome was recorded (its worker stopped, or the attempt outlived its lease); "
+    "found when the delivery was next claimed"
+)
+
+
+def record_lost_attempts(session: Session, delivery_id: uuid.UUID, up_to: int) -> None:
+    """Log every claimed attempt up to `up_to` that recorded nothing, so a lost attempt
+    shows in the log and still counts."""
+    session.execute(
+        insert(WebhookAttempt)
+        .from_select(
+            ["delivery_id", "number", "started_at", "error"],
+            select(
+                literal(delivery_id, WebhookAttempt.delivery_id.type),
+                func.generate_series(1, up_to),
+                func.now(),
+                literal(LOST),
+            ),
+        )
+        .on_conflict_do_nothing(index_elements=["delivery_id", "number"])
+    )
+
+
+def give_up_exhausted(session: Session, delivery_id: uuid.UUID, max_attempts: int) -> bool:
+    """End a due delivery whose every attempt was claimed already (the last ones lost,
+    or they would have settled it). True when this ended it."""
+    ended = session.scalar(
+        update(WebhookDelivery)
+        .where(
+            WebhookDelivery.id == delivery_id,
+            WebhookDelivery.status == DeliveryStatus.pending,
+            WebhookDelivery.next_attempt_at <= func.now(),
+            WebhookDelivery.attempts >= max_attempts,
+        )
+        .values(
+            status=DeliveryStatus.dead,
+            next_attempt_at=None,
+            finished_at=func.now(),
+            last_error=func.concat(
+                "gave up after ", WebhookDelivery.attempts, " attempts: the last one was lost"
+            ),
+        )
+        .returning(WebhookDelivery.attempts)
+    )
+    if ended is None:
+        return False
+    record_lost_attempts(session, delivery_id, ended)
+    return True
+
+
 def claim_delivery(
     session: Session, delivery_id: uuid.UUID, lease: timedelta
 ) -> DeliveryTarget | None:
@@ -175,6 +226,7 @@ def claim_delivery(
     )
     if attempt is None:
         return None
+    record_lost_attempts(session, delivery_id, attempt - 1)
     row = session.execute(
         select(WebhookDelivery, WebhookEvent, WebhookEndpoint, Client)
         .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
@@ -193,6 +245,27 @@ def claim_delivery(
         endpoint_id=endpoint.id,
         endpoint_disabled_reason=endpoint.disabled_reason if endpoint.disabled_at else None,
         signing_secrets=signing_secrets(session, client),
+    )
+
+
+def due_delivery_client(session: Session, delivery_id: uuid.UUID) -> uuid.UUID | None:
+    """The client of a delivery that is due for an attempt; None if it is not due."""
+    return session.scalar(
+        select(WebhookEvent.client_id)
+        .join(WebhookDelivery, WebhookDelivery.event_id == WebhookEvent.id)
+        .where(
+            WebhookDelivery.id == delivery_id,
+            WebhookDelivery.status == DeliveryStatus.pending,
+            WebhookDelivery.next_attempt_at <= func.now(),
+        )
+    )
+
+
+def mark_published(session: Session, delivery_id: uuid.UUID) -> None:
+    session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == delivery_id)
+        .values(published_at=func.now())
     )
 
 

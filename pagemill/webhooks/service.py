@@ -10,22 +10,28 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.settings import Settings
 from pagemill.webhooks import repository, sender, signing, ssrf
+from pagemill.webhooks.fairness import ClientSlots, retry_when_full_s
 from pagemill.webhooks.models import DeliveryStatus
 from pagemill.webhooks.repository import AttemptRecord, DeliveryTarget
+from pagemill.webhooks.urls import InvalidWebhookUrl, validate_webhook_url
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[ssrf.Destination, dict[str, str], str, float], sender.SendResult]
+# (destination, headers, body, timeout per operation, seconds left for the whole request)
+Send = Callable[[ssrf.Destination, dict[str, str], str, float, float], sender.SendResult]
 Resolve = Callable[..., ssrf.Destination]
 
 
@@ -86,8 +92,14 @@ def _try(
         error = f"endpoint disabled: {target.endpoint_disabled_reason}"
         return sender.SendResult(error=error), None, True
     try:
-        destination = resolve(
-            target.url, settings.webhook_allowed_hosts, settings.webhook_allowed_cidrs
+        # The check submission made: a URL stored before it existed may fail it.
+        validate_webhook_url(target.url)
+    except InvalidWebhookUrl as invalid:
+        return sender.SendResult(error=f"invalid webhook URL: {invalid.message}"), None, True
+    deadline = time.monotonic() + settings.webhook_attempt_deadline_s
+    try:
+        destination = _resolve_within(
+            settings.webhook_attempt_deadline_s, resolve, target, settings
         )
     except ssrf.DestinationRefused as refused:
         return sender.SendResult(error=f"destination refused: {refused}"), None, True
@@ -97,8 +109,38 @@ def _try(
     headers = signing.headers(
         target.signing_secrets, str(target.event_id), int(time.time()), target.body
     )
-    result = send(destination, headers, target.body, settings.webhook_timeout_s)
+    remaining_s = max(0.0, deadline - time.monotonic())
+    result = send(destination, headers, target.body, settings.webhook_timeout_s, remaining_s)
     return result, destination.display, False
+
+
+def _resolve_within(
+    seconds: float, resolve: Resolve, target: DeliveryTarget, settings: Settings
+) -> ssrf.Destination:
+    """The lookup, bounded by the attempt deadline. getaddrinfo cannot be cancelled, so it
+    runs on a daemon thread that is left to finish on its own if it overruns."""
+    outcome: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["destination"] = resolve(
+                target.url, settings.webhook_allowed_hosts, settings.webhook_allowed_cidrs
+            )
+        except BaseException as error:  # handed to the attempt's thread as is
+            outcome["error"] = error
+
+    thread = threading.Thread(target=lookup, name="pagemill-webhook-dns", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        host = httpx.URL(target.url).host
+        raise ssrf.DestinationUnresolvable(
+            f"{host} did not resolve within the {seconds:g} s attempt deadline"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    destination: ssrf.Destination = outcome["destination"]
+    return destination
 
 
 def attempt_delivery(
@@ -107,15 +149,51 @@ def attempt_delivery(
     delivery_id: uuid.UUID,
     send: Send = sender.send,
     resolve: Resolve = ssrf.resolve_destination,
+    slots: ClientSlots | None = None,
 ) -> AttemptRun:
-    """Make one attempt if the delivery is due; a duplicate or early message does nothing."""
-    lease = timedelta(seconds=settings.webhook_attempt_lease_s)
+    """Make one attempt if the delivery is due; a duplicate or early message does nothing.
+    With `slots`, only while its client is under its cap of attempts in flight; when it
+    is not, the delivery is left unclaimed and its message comes back a little later."""
+    if slots is None:
+        return _attempt(sessions, settings, delivery_id, send, resolve)
     with sessions.begin() as session:
+        client_id = repository.due_delivery_client(session, delivery_id)
+    if client_id is None:
+        return AttemptRun(delivery_id)
+    with slots.held(client_id) as held:
+        if held:
+            return _attempt(sessions, settings, delivery_id, send, resolve)
+    with sessions.begin() as session:
+        # Its message is on its way again: the reaper need not take it for lost.
+        repository.mark_published(session, delivery_id)
+    return AttemptRun(delivery_id, publish_in_s=retry_when_full_s(settings))
+
+
+def _attempt(
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    delivery_id: uuid.UUID,
+    send: Send,
+    resolve: Resolve,
+) -> AttemptRun:
+    lease = timedelta(seconds=settings.webhook_attempt_lease_s)
+    max_attempts = len(settings.webhook_retry_schedule_s) + 1
+    with sessions.begin() as session:
+        if repository.give_up_exhausted(session, delivery_id, max_attempts):
+            log.warning("webhook %s: every attempt was used, the last one lost", delivery_id)
+            return AttemptRun(delivery_id, status=DeliveryStatus.dead)
         target = repository.claim_delivery(session, delivery_id, lease)
     if target is None:
         return AttemptRun(delivery_id)
     started_at = datetime.now(UTC)
-    result, destination, final = _try(target, settings, send, resolve)
+    try:
+        result, destination, final = _try(target, settings, send, resolve)
+    except Exception as error:
+        # Whatever broke, this attempt is over: log it as the attempt's outcome so it
+        # counts toward dead, rather than leave the delivery claimed and unrecorded.
+        log.exception("webhook %s attempt %d failed unexpectedly", delivery_id, target.attempt)
+        result = sender.SendResult(error=f"{type(error).__name__}: {error}"[:1000])
+        destination, final = None, False
     decision = decide(result, target.attempt, settings, final=final)
     record = AttemptRecord(
         started_at=started_at,
