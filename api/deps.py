@@ -52,6 +52,10 @@ def current_client(
             headers={"WWW-Authenticate": "Bearer"},
         )
     client = authenticate(session, key)
+    # End the lookup's transaction: its connection goes back to the pool (the client
+    # stays loaded), so a request that then waits, on an upload's inspection for one,
+    # holds no connection idle in a transaction.
+    session.commit()
     if client is None:
         raise ApiError(
             401,

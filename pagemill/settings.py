@@ -99,7 +99,22 @@ class Settings(BaseSettings):
         "below the task time limit, so a hang is reported, not just killed.",
     )
     inspect_timeout_s: float = Field(
-        60, description="Wall-clock limit for checking an upload before the job is created."
+        60,
+        description="Wall-clock limit for checking an upload before the job is created. "
+        "Passed while computing, the upload is refused (422 unreadable_document); passed "
+        "with the CPU mostly spent elsewhere, the machine was too busy (503 busy).",
+    )
+    inspect_concurrency: int = Field(
+        2,
+        ge=1,
+        description="Uploads one API process inspects at once (each in a child process "
+        "that uses one core); about the cores the API host can spare.",
+    )
+    inspect_queue_wait_s: float = Field(
+        10,
+        ge=0,
+        description="Longest an upload waits for an inspection slot before it is answered "
+        "503 busy, with this (rounded up) as Retry-After.",
     )
     max_render_pixels: int = Field(
         40_000_000,

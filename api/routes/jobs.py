@@ -18,10 +18,18 @@ from sqlalchemy.orm import Session
 
 from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError
+from api.inspection import busy_error, get_inspection_gate
 from api.routes.webhooks import publish_job_webhooks
 from pagemill.db.models import Client, Job
+from pagemill.documents.inspect import InspectionBusy
 from pagemill.documents.pagerange import selection_includes
-from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
+from pagemill.domain import (
+    TERMINAL_JOB_STATUSES,
+    InputRejected,
+    JobStatus,
+    LicenseUse,
+    PageStatus,
+)
 from pagemill.jobs import idempotency, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
@@ -43,6 +51,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
         415: {"description": "The file is neither a PDF nor a supported image."},
         422: {"description": "The upload or a field cannot be used; see the error code."},
         429: {"description": "Too many requests; see Retry-After."},
+        503: {"description": "Too busy to check the upload now; see Retry-After."},
     },
 )
 async def submit_job(
@@ -108,14 +117,21 @@ async def submit_job(
                     headers={"Location": f"/v1/jobs/{stored.body['id']}"},
                 )
         try:
+            # No database connection is held while the upload waits for and undergoes
+            # inspection: the key's claim above is committed, and so is authentication.
+            info = await get_inspection_gate(
+                settings.inspect_concurrency, settings.inspect_queue_wait_s
+            ).inspect(upload.path, settings)
             job = await run_in_threadpool(
-                service.submit_job, session, store, settings, client, upload, options
+                service.submit_job, session, store, settings, client, upload, options, info
             )
-        except service.SubmissionRejected as rejected:
+        except (InputRejected, InspectionBusy) as refused:
             session.rollback()
             if idempotency_key is not None:
                 idempotency.release(session, client.id, idempotency_key)
-            raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
+            if isinstance(refused, InspectionBusy):
+                raise busy_error(settings, str(refused)) from None
+            raise ApiError(refused.http_status, refused.code, refused.message) from None
     body = job_detail_out(job, [], settings.api_base_url)
     if idempotency_key is not None:
         idempotency.complete(
@@ -150,8 +166,11 @@ def _begin_idempotent(
             key,
             request_sha256,
             ttl=timedelta(seconds=settings.idempotency_ttl_s),
-            # Longer than a submission can take: the upload check has its own limit.
-            abandoned_after=timedelta(seconds=settings.inspect_timeout_s + 60),
+            # Longer than a submission can take: the wait for the upload check and the
+            # check itself have their own limits.
+            abandoned_after=timedelta(
+                seconds=settings.inspect_queue_wait_s + settings.inspect_timeout_s + 60
+            ),
         )
     except idempotency.IdempotencyKeyReused:
         raise ApiError(

@@ -12,7 +12,13 @@ from pathlib import Path
 import pymupdf
 from PIL import Image, ImageSequence
 
-from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
+from pagemill.documents.sandbox import (
+    DocumentVerdict,
+    Limits,
+    SandboxFailed,
+    SandboxStarved,
+    run_sandboxed,
+)
 from pagemill.domain import InputRejected, SourceKind
 from pagemill.settings import Settings
 
@@ -35,6 +41,11 @@ CONTENT_TYPES = {
 
 class DocumentRejected(InputRejected):
     """An uploaded file that cannot become a job: its type, damage, encryption or size."""
+
+
+class InspectionBusy(Exception):
+    """The upload could not be inspected now for want of capacity, not for anything in
+    it: the same upload may well be accepted later."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,8 @@ def _first_page_renders(document: pymupdf.Document) -> bool:
 
 
 def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
-    """inspect_document in a sandboxed child; a crash or hang rejects the upload."""
+    """inspect_document in a sandboxed child; a crash or hang rejects the upload, a
+    child the machine was too busy to run raises InspectionBusy."""
     sniff_file(path)
     limits = Limits(
         settings.sandbox_memory_bytes, settings.sandbox_cpu_s, settings.inspect_timeout_s
@@ -178,6 +190,8 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         [line] = list(run_sandboxed("pagemill.documents.inspect_child", args, limits))
     except DocumentVerdict as verdict:
         raise DocumentRejected(verdict.code, verdict.message, verdict.http_status) from None
+    except SandboxStarved as starved:
+        raise InspectionBusy(str(starved)) from None
     except SandboxFailed as failure:
         raise DocumentRejected(
             "unreadable_document", f"The document cannot be processed safely: {failure}."

@@ -11,6 +11,10 @@ which for a one-page invoice was most of what the service spent on the whole job
 A child writes JSON lines to its data pipe. A line with "error" is a verdict about
 the document (deterministic: retrying will not help); one with "crash" says why
 the child failed; anything else is data.
+
+A child that passes its wall-clock limit is slow if it spent that time computing,
+and starved if the machine hardly ran it (too many processes for its cores): the
+first says something about the document, the second only about the moment.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from pagemill.documents.zygote import EXIT_CODE
+from pagemill.documents.zygote import EXIT_STATUS
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,18 @@ class Limits:
     wall_s: float
 
 
+# A child that used less CPU than this share of its wall-clock limit was starved of
+# the CPU rather than slow: a document that takes long computes nearly all the time.
+STARVED_CPU_SHARE = 0.25
+
+
 class SandboxFailed(Exception):
     """The child crashed, ran out of memory or time: the document is suspect."""
+
+
+class SandboxStarved(SandboxFailed):
+    """The child ran out of wall-clock time with the CPU mostly spent elsewhere: the
+    machine was too busy to judge the document, so trying again later may succeed."""
 
 
 class DocumentVerdict(Exception):
@@ -94,9 +108,14 @@ def run_sandboxed(module: str, args: list[str], limits: Limits) -> Iterator[dict
             else:
                 child_done = True
         finally:
-            exit_code = _exit_code(pid, status, wait_s=5.0 if child_done else 0.0)
+            exit_code, cpu_s = _exit_status(pid, status, wait_s=5.0 if child_done else 0.0)
     if timed_out:
-        raise SandboxFailed(f"the document took longer than {limits.wall_s:.0f} s to process")
+        took_longer = f"the document took longer than {limits.wall_s:.0f} s to process"
+        if cpu_s is not None and cpu_s < STARVED_CPU_SHARE * limits.wall_s:
+            raise SandboxStarved(
+                f"{took_longer}, with {cpu_s:.1f} s of CPU: the machine was too busy"
+            )
+        raise SandboxFailed(took_longer)
     if exit_code != 0:
         raise SandboxFailed(_describe_exit(exit_code, crash))
 
@@ -114,17 +133,18 @@ def _lines_until(data: IO[bytes], deadline: float) -> Iterator[dict[str, Any] | 
         yield json.loads(raw)
 
 
-def _exit_code(pid: int, status: IO[bytes], wait_s: float) -> int:
-    # The child is the fork server's, which reports its exit code on the status pipe.
+def _exit_status(pid: int, status: IO[bytes], wait_s: float) -> tuple[int, float | None]:
+    """The child's exit code and the CPU seconds it used (None when unknown)."""
+    # The child is the fork server's, which reports how it ended on the status pipe.
     ready, _, _ = select.select([status], [], [], wait_s)
     if not ready:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    raw = status.read(EXIT_CODE.size)
-    if len(raw) < EXIT_CODE.size:
-        return -signal.SIGKILL  # the fork server died with its child
-    (code,) = EXIT_CODE.unpack(raw)
-    return int(code)
+    raw = status.read(EXIT_STATUS.size)
+    if len(raw) < EXIT_STATUS.size:
+        return -signal.SIGKILL, None  # the fork server died with its child
+    code, cpu_s = EXIT_STATUS.unpack(raw)
+    return int(code), float(cpu_s)
 
 
 def _describe_exit(exit_code: int, crash: str | None) -> str:

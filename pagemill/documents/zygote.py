@@ -8,8 +8,9 @@ interpreter.
 Protocol on the inherited Unix socket FD: the client sends one JSON request
 (module, args, limits) with two file descriptors attached: the write ends of the
 child's data pipe and of its status pipe. The server answers with the child's pid
-as JSON, and when the child exits writes its exit code (negative: the signal) to
-the status pipe. The server exits when the client's end of the socket closes.
+as JSON, and when the child exits writes its exit code (negative: the signal) and
+the CPU seconds it used to the status pipe. The server exits when the client's end
+of the socket closes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import struct
 import sys
 from typing import Any
 
-EXIT_CODE = struct.Struct("!i")
+# Exit code (negative: the signal) and CPU seconds, user and system together.
+EXIT_STATUS = struct.Struct("!id")
 MAX_REQUEST_BYTES = 1 << 20
 
 
@@ -69,15 +71,16 @@ def serve(connection: socket.socket) -> None:
 def _reap(status_fds: dict[int, int]) -> None:
     while status_fds:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
         fd = status_fds.pop(pid, None)
         if fd is not None:
+            cpu_s = usage.ru_utime + usage.ru_stime
             with contextlib.suppress(OSError):
-                os.write(fd, EXIT_CODE.pack(os.waitstatus_to_exitcode(status)))
+                os.write(fd, EXIT_STATUS.pack(os.waitstatus_to_exitcode(status), cpu_s))
             os.close(fd)
 
 

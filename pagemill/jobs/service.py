@@ -15,7 +15,7 @@ from urllib.parse import ParseResult, urlparse
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Client, Job
-from pagemill.documents.inspect import CONTENT_TYPES, DocumentRejected, inspect_untrusted
+from pagemill.documents.inspect import CONTENT_TYPES, DocumentInfo
 from pagemill.documents.pagerange import (
     PageRangeError,
     canonical_page_selection,
@@ -196,8 +196,10 @@ def submit_job(
     client: Client,
     upload: SavedUpload,
     options: SubmitOptions,
+    info: DocumentInfo,
 ) -> Job:
-    """Check the upload, store it and record the job (not yet committed, not yet published).
+    """Check the options against the inspected upload (`info`, from `inspect_untrusted`),
+    store it and record the job (not yet committed, not yet published).
 
     The source is stored before the row exists, so a job never points at a missing
     file; if the row then fails to commit, the caller removes the orphan object.
@@ -207,10 +209,6 @@ def submit_job(
         raise SubmissionRejected(
             "invalid_engine", f"The engine must be one of {', '.join(ENGINE_CHOICES)}."
         )
-    try:
-        info = inspect_untrusted(upload.path, settings)
-    except DocumentRejected as rejected:
-        raise SubmissionRejected(rejected.code, rejected.message, rejected.http_status) from None
     try:
         numbers = parse_page_selection(options.pages, info.page_count)
     except PageRangeError as error:
@@ -249,6 +247,9 @@ def submit_job(
         pages_total=len(numbers),
         furniture=options.furniture.value,
     )
+    # End the read-only transaction of the checks above (nothing is pending yet), so
+    # no connection waits idle in it while the source is copied to object storage.
+    session.commit()
     store.put_file(JobKeys(job.id).source, upload.path, CONTENT_TYPES[info.kind])
     session.add(job)
     session.flush()

@@ -11,7 +11,13 @@ import psutil
 import pytest
 
 from pagemill.documents import sandbox
-from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
+from pagemill.documents.sandbox import (
+    DocumentVerdict,
+    Limits,
+    SandboxFailed,
+    SandboxStarved,
+    run_sandboxed,
+)
 
 CHILD = "tests.support.sandbox_children"
 GENEROUS = Limits(memory_bytes=2 * 1024**3, cpu_s=60, wall_s=60)
@@ -47,6 +53,18 @@ def test_a_hang_is_killed_at_the_wall_clock_limit() -> None:
     assert lines == [{"started": True}]
     assert time.monotonic() - started < 30
     _assert_no_sandbox_children_left()
+
+
+def test_a_child_that_got_no_cpu_before_the_deadline_was_starved_not_slow() -> None:
+    # A sleeping child stands for one the machine never ran: its document is not to blame.
+    with pytest.raises(SandboxStarved, match="took longer than 1 s.*busy"):
+        list(run_sandboxed(CHILD, ["hang"], Limits(2 * 1024**3, 60, 1.0)))
+
+
+def test_a_child_that_computed_until_the_deadline_was_slow_not_starved() -> None:
+    with pytest.raises(SandboxFailed, match="took longer than 2 s") as raised:
+        list(run_sandboxed(CHILD, ["spin"], Limits(2 * 1024**3, 60, 2.0)))
+    assert not isinstance(raised.value, SandboxStarved)
 
 
 def test_the_cpu_limit_stops_a_spinning_child() -> None:
