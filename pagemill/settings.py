@@ -131,6 +131,24 @@ class Settings(BaseSettings):
         "together) before it fails with its last error: no work retries forever.",
     )
     task_time_limit_s: int = Field(900, description="Hard time limit of any one task.")
+    task_cleanup_s: int = Field(
+        30,
+        description="Time between a task's soft time limit and its hard kill: a page stopped "
+        "at the soft limit has this long to record why and what it cost. 5 s at least, and "
+        "at most half the hard limit.",
+    )
+    textlayer_max_content_bytes: int = Field(
+        8 * 1024**2,
+        description="A text layer page drawing more than this (decompressed content stream) is "
+        "read as plain text, without layout analysis or rendering: layout analysis takes about "
+        "3 s a MB of drawing instructions on one core (8 MiB: about 25 s).",
+    )
+    textlayer_max_text_chars: int = Field(
+        100_000,
+        description="A text layer page with more characters than this is read as plain text: "
+        "layout analysis reads about 7,000 characters a second on one core (100,000: about 15 s "
+        "alone, a minute on a busy machine).",
+    )
     page_lease_s: int = Field(
         960,
         description="How long a claimed page (or a preparing job) is held before another "
@@ -309,6 +327,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PAGEMILL_TASK_TIME_LIMIT_S must be below PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, "
                 "or Redis redelivers tasks that are still running"
+            )
+        if not 5 <= self.task_cleanup_s <= self.task_time_limit_s // 2:
+            raise ValueError(
+                "PAGEMILL_TASK_CLEANUP_S must be at least 5 s and at most half of "
+                "PAGEMILL_TASK_TIME_LIMIT_S, or a page stopped at the soft limit cannot "
+                "record why before it is killed"
             )
         if self.render_timeout_s >= self.task_time_limit_s:
             raise ValueError("PAGEMILL_RENDER_TIMEOUT_S must be below PAGEMILL_TASK_TIME_LIMIT_S")

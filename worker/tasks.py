@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import uuid
 from functools import lru_cache
+from typing import Any
 
 from celery import Task
-from celery.exceptions import Reject
+from celery.exceptions import Reject, TimeLimitExceeded
+from celery.signals import task_failure
 from sqlalchemy.exc import DBAPIError
 
 from pagemill.db.session import session_factory
@@ -24,7 +26,7 @@ from worker.bridge import BridgeClosed
 from worker.celery_app import app
 from worker.stages.context import StageContext
 from worker.stages.finalize import fail_unstorable_job, finalize_job
-from worker.stages.ocr import PageOutcome, run_page
+from worker.stages.ocr import PageOutcome, PageRun, record_time_limit_kill, run_page
 from worker.stages.prepare import PrepareRetry, prepare_job
 from worker.webhook_tasks import publish_job_webhooks
 
@@ -64,10 +66,34 @@ def ocr_page(task: Task, page_id: int) -> None:
     except OUTAGES as error:
         log.warning("page %s: outage, retrying: %s", page_id, error)
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
+    _publish_next(page_id, run)
+
+
+def _publish_next(page_id: int, run: PageRun) -> None:
     if run.outcome is PageOutcome.retry:
         publish_ocr(page_id, run.engine, run.license_use, countdown_s=run.retry_in_s)
     if run.job_complete and run.job_id is not None:
         publish_finalize(str(run.job_id))
+
+
+@task_failure.connect
+def _count_hard_time_limit(
+    sender: Task | None = None,
+    exception: BaseException | None = None,
+    args: Any = None,
+    **_: Any,
+) -> None:
+    # Sent in the worker's main process when it kills a pool child at the hard time limit;
+    # the child could record nothing, and its message is acknowledged, so the page's
+    # failure is recorded and its retry published here.
+    if sender is None or sender.name != OCR_TASK or not isinstance(exception, TimeLimitExceeded):
+        return
+    page_id = int(args[0])
+    try:
+        run = record_time_limit_kill(session_factory(), get_settings(), page_id)
+        _publish_next(page_id, run)
+    except Exception:
+        log.exception("page %s: could not record its time limit; the reaper will retry it", page_id)
 
 
 @app.task(name=FINALIZE_TASK, bind=True, max_retries=get_settings().outage_retries)

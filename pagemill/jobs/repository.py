@@ -98,7 +98,15 @@ def job_is_running(session: Session, job_id: uuid.UUID) -> bool:
 
 
 def insert_page(session: Session, values: dict[str, Any]) -> None:
-    """Record a prepared page; a second prepare of the same page changes nothing."""
+    """Record a prepared page; a second prepare of the same page changes nothing, and
+    neither does one for a job that has ended meanwhile (it would stay queued forever)."""
+    # FOR SHARE waits for a transaction ending the job, so the check and complete_job's
+    # closing of the job's pages cannot interleave.
+    live = session.scalar(
+        select(Job.status).where(Job.id == values["job_id"]).with_for_update(read=True)
+    )
+    if live is None or live.is_terminal:
+        return
     session.execute(
         insert(Page).values(**values).on_conflict_do_nothing(index_elements=["job_id", "number"])
     )
@@ -167,6 +175,63 @@ def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> b
         .returning(Page.id)
     )
     return result.one_or_none() is not None
+
+
+@dataclass(frozen=True)
+class RunningAttempt:
+    """A page attempt still running, as its time limit finds it."""
+
+    claim: PageClaim
+    elapsed_seconds: float  # since the claim, by the database's clock
+    engine_failures: int
+    charged_seconds: float  # charged to earlier attempts
+    engine_details: dict[str, Any]
+    engine: str | None
+    license_use: str | None
+
+
+def running_attempt(session: Session, claim: PageClaim) -> RunningAttempt | None:
+    """This claim's attempt, if it still holds the page."""
+    return _running_attempt(session, (Page.id == claim.page_id) & (Page.attempts == claim.attempt))
+
+
+def running_attempt_since(
+    session: Session, page_id: int, within: timedelta
+) -> RunningAttempt | None:
+    """The page's running attempt if it was claimed within `within`."""
+    return _running_attempt(
+        session, (Page.id == page_id) & (Page.started_at >= func.now() - within)
+    )
+
+
+def _running_attempt(session: Session, which: Any) -> RunningAttempt | None:
+    row = session.execute(
+        select(
+            Page.id,
+            Page.job_id,
+            Page.number,
+            Page.attempts,
+            func.extract("epoch", func.now() - Page.started_at),
+            Page.engine_failures,
+            Page.compute_seconds,
+            Page.engine_details,
+            Page.engine,
+            Page.license_use,
+        )
+        .where(which, Page.status == PageStatus.running)
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        return None
+    return RunningAttempt(
+        claim=PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3]),
+        elapsed_seconds=float(row[4]),
+        engine_failures=row[5],
+        charged_seconds=row[6] or 0.0,
+        engine_details=dict(row[7] or {}),
+        engine=row[8],
+        license_use=row[9].value if row[9] else None,
+    )
 
 
 def defer_page(session: Session, claim: PageClaim, retry_in_s: float, why: str) -> None:
@@ -240,7 +305,12 @@ def complete_job(
     error_code: str | None = None,
     error_message: str | None = None,
 ) -> bool:
-    """Make a running job terminal. Exactly one caller wins, however many try."""
+    """Make a running job terminal. Exactly one caller wins, however many try.
+
+    Every way a job ends comes through here, so this is where its pages end too: a
+    terminal job has no page queued or running. A page still running is taken from
+    its worker (whose result write is fenced on `running` and so changes nothing).
+    """
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_([JobStatus.queued, JobStatus.running]))
@@ -255,21 +325,34 @@ def complete_job(
     )
     won = result.one_or_none() is not None
     if won:
+        _close_unfinished_pages(session, job_id, status, error_message)
         # The webhook outbox: the event commits or rolls back with the transition.
         webhook_outbox.record_job_event(session, job_id)
     return won
 
 
-def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
-    """Cancel a job that has not ended; pages not yet started will not run."""
-    cancelled = complete_job(session, job_id, JobStatus.cancelled, "cancelled", "Cancelled.")
-    if cancelled:
-        session.execute(
-            update(Page)
-            .where(Page.job_id == job_id, Page.status == PageStatus.queued)
-            .values(status=PageStatus.cancelled, finished_at=func.now())
+def _close_unfinished_pages(
+    session: Session, job_id: uuid.UUID, status: JobStatus, why: str | None
+) -> None:
+    # Runs after the job row is locked by the update above, so a page inserted or
+    # finished concurrently is either committed before this statement sees it or
+    # refused (insert_page and finish_page wait on, or check, the job's state).
+    reason = f"Not run: the job {status.value}" + (f" ({why})" if why else "") + "."
+    session.execute(
+        update(Page)
+        .where(Page.job_id == job_id, Page.status.not_in(TERMINAL_PAGE_STATUSES))
+        .values(
+            status=PageStatus.cancelled,
+            finished_at=func.now(),
+            lease_expires_at=None,
+            error=reason[:1000],
         )
-    return cancelled
+    )
+
+
+def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
+    """Cancel a job that has not ended; pages not yet finished will not run."""
+    return complete_job(session, job_id, JobStatus.cancelled, "cancelled", "Cancelled.")
 
 
 # --- Recovery: work whose message was lost. Each query touches what it returns,

@@ -32,6 +32,9 @@ class PageFacts:
     # rendered page; None when the layer cannot tell (too little text, lines running
     # several ways, or a page mostly raster image whose pixels may lie otherwise).
     text_upright_turn: int | None = None
+    # Bytes of drawing instructions in the page's content stream, decompressed: what layout
+    # analysis has to work through. None for images and for pages prepared before it was kept.
+    content_bytes: int | None = None
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> PageFacts:
@@ -51,6 +54,9 @@ class PageInput:
     image_png: bytes | None
     image_dpi: int
     pdf_page: bytes | None = None  # the page alone as a one-page PDF (None for image uploads)
+    # Why this page gets the engine's cheapest reading (plain text for a text layer, with no
+    # layout analysis and no rendering); None for the usual reading. See worker.stages.budget.
+    fallback: str | None = None
 
     def require_image(self) -> bytes:
         if self.image_png is None:

@@ -8,6 +8,12 @@ Three kinds of failure, three answers:
   page again then; each costs the page one claim;
 - the worker dies: the lease runs out and the reaper publishes the page again.
 Claims of every kind are capped, so nothing retries forever.
+
+A page that outlives the task time limit counts as an engine failure, "exceeded the
+time limit", and is charged the time it held the worker: stopped at the soft limit,
+the page records that itself; killed at the hard limit (stuck in C code), the
+worker's main process records it (`record_time_limit_kill`). Its next attempt takes
+the engine's cheapest reading (worker.stages.budget).
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.orm import Session, sessionmaker
+
 from pagemill.domain import PageStatus
 from pagemill.jobs import repository
-from pagemill.jobs.repository import PageClaim
+from pagemill.jobs.repository import PageClaim, RunningAttempt
+from pagemill.settings import Settings
 from pagemill.storage import JobKeys, StorageUnavailable
 from pagemill.workers import registry as workers
 from worker import registration
@@ -31,6 +41,7 @@ from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine, licence_basis
 from worker.engines.router import TEXT_LAYER_ENGINE
+from worker.stages.budget import TIME_LIMITED, fallback_reason, time_limit_message
 from worker.stages.context import StageContext
 from worker.stages.measurements import gpu_measurements
 from worker.stages.quality import Assessed, convert_checked
@@ -69,6 +80,8 @@ class _ClaimedPage:
     image_stored: bool  # False for a page prepare read from its text layer and did not render
     engine_failures: int
     license_use: str | None
+    fallback: str | None  # why this attempt takes the engine's cheapest reading
+    charged_seconds: float  # charged to earlier attempts stopped at the time limit
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,15 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
     claimed = _claim(ctx, page_id)
     if isinstance(claimed, PageRun):
         return claimed
+    try:
+        return _run_claimed(ctx, claimed, outage_backoff_s)
+    except SoftTimeLimitExceeded:
+        with ctx.sessions.begin() as session:
+            attempt = repository.running_attempt(session, claimed.claim)
+            return _record_time_limit(session, ctx.settings, attempt)
+
+
+def _run_claimed(ctx: StageContext, claimed: _ClaimedPage, outage_backoff_s: float) -> PageRun:
     keys = JobKeys(claimed.claim.job_id)
     basis = _basis(ctx, claimed.engine_name)
     defer = _Deferral(ctx, claimed.claim, outage_backoff_s)
@@ -102,7 +124,7 @@ def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> 
         with ctx.sessions.begin() as session:
             repository.defer_page(session, claimed.claim, 0, "worker shut down mid-page")
         raise
-    except StorageUnavailable:
+    except (StorageUnavailable, SoftTimeLimitExceeded):
         raise
     except Exception as error:
         return _record_engine_failure(ctx, claimed, error)
@@ -153,14 +175,18 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
             repository.finish_page(session, claim, {"status": PageStatus.failed, "error": message})
             complete = repository.all_pages_terminal(session, claim.job_id)
             return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
+        engine_name = page.engine or ctx.settings.ocr_engine
+        facts = PageFacts.from_stored(page.facts)
         return _ClaimedPage(
             claim=claim,
-            engine_name=page.engine or ctx.settings.ocr_engine,
-            facts=PageFacts.from_stored(page.facts),
+            engine_name=engine_name,
+            facts=facts,
             image_dpi=page.image_dpi or 150,
             image_stored=page.image_width_px is not None,
             engine_failures=page.engine_failures,
             license_use=page.license_use.value if page.license_use else None,
+            fallback=fallback_reason(ctx.settings, engine_name, facts, page.engine_details or {}),
+            charged_seconds=page.compute_seconds or 0.0,
         )
 
 
@@ -171,10 +197,10 @@ def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> Pa
     image = ctx.store.get_bytes(keys.page_image(number)) if page.image_stored else None
     if page.engine_name == TEXT_LAYER_ENGINE:
         pdf_page = ctx.store.get_bytes(keys.page_pdf(number))
-        return PageInput(page.facts, image, page.image_dpi, pdf_page)
+        return PageInput(page.facts, image, page.image_dpi, pdf_page, page.fallback)
     if image is None:
         raise EngineError(f"Page {number} was prepared without an image, so OCR cannot read it.")
-    return PageInput(page.facts, image, page.image_dpi, None)
+    return PageInput(page.facts, image, page.image_dpi, None, page.fallback)
 
 
 def _store_markdown(
@@ -206,6 +232,9 @@ def _record_success(
     result = assessed.result
     price = ctx.settings.device_price_usd_per_hour
     worker = registration.worker_id()
+    # Attempts stopped at the time limit were charged when they stopped; the page's
+    # cost is what all its attempts took.
+    seconds = page.charged_seconds + result.compute_seconds
     with ctx.sessions.begin() as session:
         finished = repository.finish_page(
             session,
@@ -214,8 +243,8 @@ def _record_success(
                 "status": PageStatus.succeeded,
                 "engine": assessed.engine,
                 "device_kind": ctx.settings.device_kind,
-                "compute_seconds": result.compute_seconds,
-                "cost_usd": _cost_usd(result.compute_seconds, price),
+                "compute_seconds": seconds,
+                "cost_usd": _cost_usd(seconds, price),
                 "price_usd_per_hour": Decimal(str(price)),
                 "output_chars": len(result.markdown),
                 "prompt_tokens": result.prompt_tokens,
@@ -264,6 +293,68 @@ def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Excepti
                 license_use=page.license_use,
             )
         complete = repository.all_pages_terminal(session, claim.job_id)
+    return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
+
+
+def record_time_limit_kill(
+    sessions: sessionmaker[Session], settings: Settings, page_id: int
+) -> PageRun:
+    """Called by the worker's main process when a pool child running this page was
+    killed at the hard time limit, so the child could record nothing itself.
+
+    The attempt is the page's running claim taken within the time limit: a page lease
+    outlasts the time limit, so no other attempt can have claimed the page meanwhile.
+    """
+    # A second of slack for the clocks of this process and of Postgres.
+    within = timedelta(seconds=settings.task_time_limit_s + 1)
+    with sessions.begin() as session:
+        attempt = repository.running_attempt_since(session, page_id, within)
+        if attempt is None:
+            return PageRun(PageOutcome.skipped)
+        return _record_time_limit(session, settings, attempt)
+
+
+def _record_time_limit(
+    session: Session, settings: Settings, attempt: RunningAttempt | None
+) -> PageRun:
+    """An engine failure with its reason, charged for the time the attempt held the worker."""
+    if attempt is None:
+        return PageRun(PageOutcome.skipped)
+    claim = attempt.claim
+    failures = attempt.engine_failures + 1
+    final = failures >= settings.page_max_attempts
+    message = f"Page {claim.number} {time_limit_message(settings)}"
+    log.warning("page %s attempt %s: %s", claim.page_id, claim.attempt, message)
+    seconds = attempt.charged_seconds + attempt.elapsed_seconds
+    price = settings.device_price_usd_per_hour
+    written = repository.finish_page(
+        session,
+        claim,
+        {
+            "status": PageStatus.failed if final else PageStatus.queued,
+            "error": message,
+            "engine_failures": failures,
+            "engine_details": {
+                **attempt.engine_details,
+                TIME_LIMITED: int(attempt.engine_details.get(TIME_LIMITED, 0)) + 1,
+            },
+            "device_kind": settings.device_kind,
+            "compute_seconds": seconds,
+            "cost_usd": _cost_usd(seconds, price),
+            "price_usd_per_hour": Decimal(str(price)),
+        },
+    )
+    if not written:
+        return PageRun(PageOutcome.skipped)
+    if not final:
+        return PageRun(
+            PageOutcome.retry,
+            claim.job_id,
+            retry_in_s=ENGINE_RETRY_BACKOFF_S[min(failures, len(ENGINE_RETRY_BACKOFF_S)) - 1],
+            engine=attempt.engine,
+            license_use=attempt.license_use,
+        )
+    complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
 
 

@@ -82,6 +82,13 @@ def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> A
     """
     result = convert(TEXT_LAYER_ENGINE, page)
     gray: np.ndarray | None = None
+    if page.fallback is not None:
+        # A page too heavy for layout analysis is too heavy to render: its plain text is
+        # checked as it is, with no blank check and no repair.
+        checks = _check(result, None)
+        return Assessed(
+            TEXT_LAYER_ENGINE, result, None, checks, page_score(checks), verdict(checks), None
+        )
     if page.image_png is None and _has_visible_text(page) and result.markdown.strip():
         blank: bool | None = False
     else:

@@ -1,0 +1,113 @@
+"""A page that outlives the task time limit: the kill counts as a failure with its
+reason, the time it used is charged, a cheaper reading is tried before the page
+fails, and the worker is free for the next job.
+
+The worker runs with a 20 s hard limit and a soft limit 8 s before it. The page
+is a sentence over 300,000 full-page strokes: its text layer is tiny, but layout
+analysis renders it, which takes MuPDF minutes inside one C call, where the soft
+limit cannot interrupt it, so the hard limit kills the pool child.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+
+from tests.chaos.conftest import db_rows, wait_terminal
+from tests.chaos.test_lost_and_killed import submit
+from tests.conftest import SAMPLES
+
+SLOW_LIMITS = {
+    "PAGEMILL_TASK_TIME_LIMIT_S": "20",
+    "PAGEMILL_TASK_CLEANUP_S": "8",
+    "PAGEMILL_RENDER_TIMEOUT_S": "15",
+    # The page facts would send this page to plain text at once; here the budget is
+    # lifted so the time limit is what stops it.
+    "PAGEMILL_TEXTLAYER_MAX_CONTENT_BYTES": str(10**12),
+}
+SENTENCE = "A born-digital page whose drawing is far heavier than its text."
+# Generous on a shared 2-core machine: the kill comes at 20 s, the retry within seconds.
+JOB_BOUND_S = 150
+
+
+def heavy_vector_pdf(path: Path, strokes: int = 300_000) -> Path:
+    """One page: a sentence, then `strokes` full-page triangles (about 14 MB of drawing
+    instructions, 40 KB compressed)."""
+    document = pymupdf.open()
+    page = document.new_page(width=595, height=842)
+    page.insert_text((72, 72), SENTENCE, fontsize=11)
+    xref = page.get_contents()[0]
+    compressor = zlib.compressobj(9)
+    stroke = b"0.1 w 10 10 m 585 832 l 585 10 l 10 832 l h S\n"
+    parts = [compressor.compress(document.xref_stream(xref) + b"\n")]
+    parts += [compressor.compress(stroke * 10_000) for _ in range(strokes // 10_000)]
+    document.update_stream(xref, b"".join(parts) + compressor.flush(), compress=False)
+    document.xref_set_key(xref, "Filter", "/FlateDecode")
+    document.save(path)
+    return path
+
+
+def _page(job_id: str) -> dict[str, Any]:
+    [row] = db_rows(
+        "SELECT status::text, attempts, engine_failures, error, compute_seconds, cost_usd, "
+        "engine_details FROM pages WHERE job_id = %s",
+        job_id,
+    )
+    keys = ("status", "attempts", "engine_failures", "error", "seconds", "cost", "details")
+    return dict(zip(keys, row, strict=True))
+
+
+def _assert_charged_for_the_kill(page: dict[str, Any]) -> None:
+    # The killed attempt held the worker for the soft limit at least (12 s); it is charged
+    # at the tests' 3.60 USD a device-hour, so a second costs a thousandth of a dollar.
+    assert page["seconds"] is not None and page["seconds"] >= 12, page
+    assert page["cost"] is not None
+    assert abs(float(page["cost"]) - page["seconds"] / 1000) < 0.001, page
+
+
+def _assert_worker_free(client: Any) -> None:
+    follow_up = submit(client, SAMPLES / "invoice-multipage.pdf")
+    assert wait_terminal(follow_up, JOB_BOUND_S) == "succeeded"
+
+
+def test_time_limit_kill_is_counted_and_the_page_falls_back(
+    stack_factory: Any, tmp_path: Path
+) -> None:
+    stack, _, _ = stack_factory(**SLOW_LIMITS)
+    stack.start_api()
+    worker = stack.start_worker(concurrency=1)
+    with stack.client() as client:
+        slow = submit(client, heavy_vector_pdf(tmp_path / "heavy.pdf"))
+        assert wait_terminal(slow, JOB_BOUND_S) == "succeeded"
+        page = _page(slow)
+        assert page["status"] == "succeeded"
+        assert page["engine_failures"] == 1 and page["attempts"] == 2, page
+        assert "exceeded the 20 s time limit" in page["details"]["fallback"], page
+        _assert_charged_for_the_kill(page)
+        markdown = client.get(f"/v1/jobs/{slow}/pages/1/markdown")
+        assert SENTENCE in markdown.text
+        _assert_worker_free(client)
+    assert worker.poll() is None
+
+
+def test_page_over_the_time_limit_fails_with_the_reason(stack_factory: Any, tmp_path: Path) -> None:
+    stack, _, _ = stack_factory(**SLOW_LIMITS, PAGEMILL_PAGE_MAX_ATTEMPTS="1")
+    stack.start_api()
+    worker = stack.start_worker(concurrency=1)
+    with stack.client() as client:
+        slow = submit(client, heavy_vector_pdf(tmp_path / "heavy.pdf"))
+        assert wait_terminal(slow, JOB_BOUND_S) == "failed"
+        page = _page(slow)
+        assert page["status"] == "failed"
+        assert page["attempts"] == 1 and page["engine_failures"] == 1, page
+        assert "exceeded the 20 s time limit" in page["error"], page
+        _assert_charged_for_the_kill(page)
+        [(code, message)] = db_rows(
+            "SELECT error_code, error_message FROM jobs WHERE id = %s", slow
+        )
+        assert code == "pages_failed" and "exceeded the 20 s time limit" in message
+        _assert_worker_free(client)
+    assert worker.poll() is None
