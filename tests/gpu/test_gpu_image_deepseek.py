@@ -185,3 +185,36 @@ def test_jina_ocr_v1_keeps_its_licence_gate_and_plain_markdown(jina: Run) -> Non
     assert jina.engine.profile.output_format == "markdown"
     [attempt] = jina.attempts
     assert jina.result.markdown == attempt.text.strip()
+
+
+def test_mtp_on_deepseek_ocr_needs_more_than_vllm_0_32_has(weights: Path, tmp_path: Path) -> None:
+    """What docs/gpu.md says is missing for jina-ocr-v1's FastMTP on vLLM 0.32.
+
+    With an MTP layer declared in the language model's config, vLLM still has
+    no MTP draft for this architecture: SpeculativeConfig.hf_config_override
+    maps only the architectures it knows (DeepSeek-V3, GLM-OCR, ...) to an MTP
+    draft model type, DeepseekOCRForCausalLM is not among them, and the draft
+    config keeps model_type deepseek_ocr, which is no MTP type.
+    """
+    import json
+    import shutil
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from worker.engines.vllm.factory import engine_kwargs
+
+    folder = tmp_path / "with-mtp"
+    shutil.copytree(weights, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["language_config"]["num_nextn_predict_layers"] = 1
+    (folder / "config.json").write_text(json.dumps(config))
+    settings = VllmSettings(
+        weights_path=folder,
+        max_model_len=MAX_MODEL_LEN,
+        enforce_eager=True,
+        noncommercial_use_accepted=True,
+    )
+    kwargs, _ = engine_kwargs(dummy_weights(JINA_OCR_V1), settings, guard_engine=False)
+    assert kwargs["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+    with pytest.raises(NotImplementedError, match="Unsupported speculative method: 'mtp'"):
+        AsyncEngineArgs(**kwargs).create_engine_config()
