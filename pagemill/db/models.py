@@ -83,6 +83,11 @@ class Job(TimestampMixin, Base):
     source_kind: Mapped[SourceKind] = mapped_column(_enum(SourceKind, "source_kind"))
     source_bytes: Mapped[int] = mapped_column(BigInteger)
     source_sha256: Mapped[str] = mapped_column(String(64))
+    # The PDF opened without a password, but its owner withheld the permission to copy
+    # or extract its text; reported to the caller, who decides what that means for them.
+    source_extraction_restricted: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default="false"
+    )
     document_pages: Mapped[int] = mapped_column(Integer)
     # The caller's page selection as given ("1-3,7"); None means every page.
     page_selection: Mapped[str | None] = mapped_column(String(200))

@@ -52,6 +52,9 @@ class InspectionBusy(Exception):
 class DocumentInfo:
     kind: SourceKind
     page_count: int
+    # A PDF that opens without a password but whose owner withheld the permission to
+    # copy or extract its text: accepted, and the restriction reported with the job.
+    extraction_restricted: bool = False
 
 
 def sniff_kind(head: bytes) -> SourceKind | None:
@@ -90,22 +93,22 @@ def inspect_document(
     Parses untrusted bytes: call it in a sandboxed child (`inspect_untrusted`)."""
     kind = sniff_file(path)
     if kind is SourceKind.pdf:
-        page_count = _inspect_pdf(path, max_page_side_pt)
-    else:
-        page_count = _inspect_image(path, kind, max_image_pixels)
-    return DocumentInfo(kind=kind, page_count=page_count)
+        return _inspect_pdf(path, max_page_side_pt)
+    return DocumentInfo(kind=kind, page_count=_inspect_image(path, kind, max_image_pixels))
 
 
-def _inspect_pdf(path: Path, max_page_side_pt: float) -> int:
+def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
     try:
         document = pymupdf.open(str(path), filetype="pdf")
     except Exception as error:
         raise _damaged(SourceKind.pdf) from error
     with document:
-        if document.needs_pass or document.is_encrypted:
+        # An encrypted PDF whose user password is empty opens here as in any reader
+        # (PyMuPDF tries the empty password); only one that needs a password is refused.
+        if document.needs_pass:
             raise DocumentRejected(
                 "encrypted_document",
-                "The PDF is encrypted or password-protected; upload it without a password.",
+                "The PDF needs a password to open; upload it without the password.",
             )
         if document.page_count < 1:
             raise _damaged(SourceKind.pdf)
@@ -119,7 +122,11 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> int:
                     f"Page {index + 1} is {box.width:.0f} x {box.height:.0f} points; the "
                     f"largest page side accepted is {max_page_side_pt:.0f} points.",
                 )
-        return int(document.page_count)
+        return DocumentInfo(
+            kind=SourceKind.pdf,
+            page_count=int(document.page_count),
+            extraction_restricted=not document.permissions & pymupdf.mupdf.PDF_PERM_COPY,
+        )
 
 
 def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
@@ -196,4 +203,8 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         raise DocumentRejected(
             "unreadable_document", f"The document cannot be processed safely: {failure}."
         ) from None
-    return DocumentInfo(kind=SourceKind(line["kind"]), page_count=int(line["page_count"]))
+    return DocumentInfo(
+        kind=SourceKind(line["kind"]),
+        page_count=int(line["page_count"]),
+        extraction_restricted=bool(line["extraction_restricted"]),
+    )

@@ -15,4 +15,10 @@ def run(args: list[str]) -> None:
     except DocumentRejected as rejected:
         emit({"error": rejected.code, "message": rejected.message, "status": rejected.http_status})
         return
-    emit({"kind": info.kind.value, "page_count": info.page_count})
+    emit(
+        {
+            "kind": info.kind.value,
+            "page_count": info.page_count,
+            "extraction_restricted": info.extraction_restricted,
+        }
+    )

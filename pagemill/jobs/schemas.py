@@ -33,6 +33,9 @@ class SourceOut(BaseModel):
     sha256: str
     document_pages: int
     page_selection: str | None
+    # The PDF's owner withheld the permission to extract its text (it opened without
+    # a password, so it was converted anyway).
+    extraction_restricted: bool
 
 
 class ErrorOut(BaseModel):
@@ -125,6 +128,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
             sha256=job.source_sha256,
             document_pages=job.document_pages,
             page_selection=job.page_selection,
+            extraction_restricted=job.source_extraction_restricted,
         ),
         "pages": PageCounts(
             total=job.pages_total,

@@ -24,6 +24,7 @@ from pagemill.documents.pagerange import (
 from pagemill.domain import InputRejected, JobStatus, LicenseUse, human_size
 from pagemill.jobs import idempotency, metadata, repository
 from pagemill.quality.furniture import FurnitureMode
+from pagemill.queue import GPU_ENGINES
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
 from pagemill.workers import registry as workers
@@ -220,6 +221,7 @@ def submit_job(
         )
     license_use = options.license_use or client.default_license_use
     ocr_engine = engine if engine in ("rapidocr", "vllm") else settings.ocr_engine
+    _check_gpu_capacity(session, settings, engine, ocr_engine)
     _check_licensed_capacity(session, settings, license_use, engine, ocr_engine)
     quote = quote_usd(session, settings, ocr_engine, len(numbers))
     if options.max_cost_usd is not None and quote > options.max_cost_usd:
@@ -242,6 +244,7 @@ def submit_job(
         source_kind=info.kind,
         source_bytes=upload.size_bytes,
         source_sha256=upload.sha256,
+        source_extraction_restricted=info.extraction_restricted,
         document_pages=info.page_count,
         page_selection=options.pages.strip() if options.pages else None,
         pages_total=len(numbers),
@@ -254,6 +257,22 @@ def submit_job(
     session.add(job)
     session.flush()
     return job
+
+
+def _check_gpu_capacity(session: Session, settings: Settings, engine: str, ocr_engine: str) -> None:
+    """Refuse at submit, not by queueing forever, a job for a GPU engine that no live
+    worker runs. Workers that vanish later are the reaper's (gpu_worker_wait_s)."""
+    if ocr_engine not in GPU_ENGINES or engine == "textlayer":
+        return
+    dead_after = timedelta(seconds=settings.worker_dead_after_s)
+    if not any(w.engine == ocr_engine for w in workers.live_workers(session, dead_after)):
+        raise SubmissionRejected(
+            "no_gpu_worker",
+            f"No GPU worker running the {ocr_engine} engine is alive, so nothing could read "
+            "this job's pages. Choose another engine, or try again once the operator has "
+            "started one.",
+            409,
+        )
 
 
 def _check_licensed_capacity(

@@ -16,6 +16,7 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
             "kind": job.source_kind.value,
             "sha256": job.source_sha256,
             "pages": job.document_pages,
+            "extraction_restricted": job.source_extraction_restricted,
         },
         "license_use": job.license_use.value,
         "metadata": job.caller_metadata,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,7 @@ from PIL import Image
 from pagemill.documents.inspect import DocumentRejected, inspect_untrusted
 from pagemill.domain import SourceKind
 from pagemill.settings import Settings
-from pagemill.storage import ObjectStore
+from pagemill.storage import JobKeys, ObjectStore
 from tests.api.test_auth_and_input import count_rows, stored_objects
 from worker.render import render_pages
 
@@ -100,3 +101,48 @@ def test_the_api_refuses_them_and_stores_nothing(api: httpx.Client, s3: ObjectSt
         assert response.json()["error"]["code"] == code
     assert count_rows("jobs") == 0
     assert stored_objects(s3) == before
+
+
+def encrypted_pdf(user_password: str, permissions: int) -> bytes:
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 72), "The owner would rather this sentence stayed put.", fontsize=11)
+    return document.tobytes(
+        encryption=pymupdf.PDF_ENCRYPT_AES_256,
+        owner_pw="owner-secret",
+        user_pw=user_password,
+        permissions=permissions,
+    )
+
+
+def test_a_pdf_that_needs_a_password_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DocumentRejected) as rejected:
+        inspect_bytes(tmp_path, encrypted_pdf("user-secret", -1))
+    assert rejected.value.code == "encrypted_document"
+
+
+@pytest.mark.parametrize(("permissions", "restricted"), [(0, True), (-1, False)])
+def test_a_pdf_that_opens_without_a_password_is_accepted_and_its_restriction_known(
+    tmp_path: Path, permissions: int, restricted: bool
+) -> None:
+    info = inspect_bytes(tmp_path, encrypted_pdf("", permissions))
+    assert getattr(info, "page_count", None) == 1
+    assert getattr(info, "extraction_restricted", None) is restricted
+
+
+def test_the_owners_restriction_is_reported_with_the_job_and_in_its_manifest(
+    api: httpx.Client, worker_process: object, s3: ObjectStore
+) -> None:
+    from tests.conftest import wait_for_job
+
+    submitted = api.post("/v1/jobs", files={"file": ("owned.pdf", encrypted_pdf("", 0))})
+    assert submitted.status_code == 202, submitted.text
+    assert submitted.json()["source"]["extraction_restricted"] is True
+    job = wait_for_job(api, submitted.json()["id"])
+    assert job["status"] == "succeeded", job
+    assert job["source"]["extraction_restricted"] is True
+    assert "stayed put" in api.get(f"/v1/jobs/{job['id']}/markdown").text
+    manifest = json.loads(s3.get_bytes(JobKeys(job["id"]).manifest))
+    assert manifest["source"]["extraction_restricted"] is True
+    plain = api.post("/v1/jobs", files={"file": ("plain.pdf", encrypted_pdf("", -1))})
+    assert plain.json()["source"]["extraction_restricted"] is False
