@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from pagemill.settings import Settings
 
@@ -85,8 +87,12 @@ def retry_when_full_s(settings: Settings, rng: random.Random | None = None) -> f
 
 @lru_cache(maxsize=4)
 def client_slots(broker_url: str, key_prefix: str, per_client: int, hold_s: float) -> ClientSlots:
+    # No retries: when Redis is away the attempt goes ahead uncapped at once.
     client = redis.Redis.from_url(
-        broker_url, socket_timeout=_REDIS_TIMEOUT_S, socket_connect_timeout=_REDIS_TIMEOUT_S
+        broker_url,
+        socket_timeout=_REDIS_TIMEOUT_S,
+        socket_connect_timeout=_REDIS_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
     )
     return ClientSlots(client, key_prefix, per_client, hold_s)
 
