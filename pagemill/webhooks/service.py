@@ -3,7 +3,12 @@
 Only 2xx is success. 410 Gone disables the endpoint. Anything else (3xx included:
 redirects are not followed) is retried on the schedule in settings, with jitter;
 429 and 5xx may ask for a longer wait with Retry-After. A refused destination
-or a disabled endpoint ends the delivery at once. Every attempt is logged.
+or a disabled endpoint ends the delivery at once. Every attempt is logged, whatever
+went wrong in it, and counts toward dead.
+
+An attempt ends within its deadline, which is well inside its lease, so an event is
+never sent again while an attempt at it is live; and a client has at most its cap of
+attempts in flight, so its slow endpoints cannot hold every webhook thread.
 """
 
 from __future__ import annotations
