@@ -3,6 +3,7 @@ counts toward dead, and no delivery stays pending for ever."""
 
 from __future__ import annotations
 
+import ipaddress
 import uuid
 from datetime import timedelta
 
@@ -75,7 +76,7 @@ def test_any_exception_in_an_attempt_is_logged_and_counts_toward_dead(
         raise RuntimeError("the HTTP client broke")
 
     def public(url: str, *_: object) -> ssrf.Destination:
-        return ssrf.Destination(httpx.URL(url), ssrf.ipaddress.ip_address("93.184.215.14"))
+        return ssrf.Destination(httpx.URL(url), ipaddress.ip_address("93.184.215.14"))
 
     sessions = session_factory()
     with reaper_paused():
