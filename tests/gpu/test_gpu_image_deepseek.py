@@ -218,3 +218,37 @@ def test_mtp_on_deepseek_ocr_needs_more_than_vllm_0_32_has(weights: Path, tmp_pa
     assert kwargs["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
     with pytest.raises(NotImplementedError, match="Unsupported speculative method: 'mtp'"):
         AsyncEngineArgs(**kwargs).create_engine_config()
+
+
+def test_a_page_at_the_profiles_resolution_is_tiled(weights: Path, deepseek: Run) -> None:
+    """The tiles the engine run avoids, counted by the processor the engine uses.
+
+    At the profile's 144 dpi an A4 page (1191 x 1684 px) is cut into 2 x 3
+    tiles of 640 px beside the global view: 30 rows of 2 x 10 tokens plus a
+    newline each, 630 more tokens. Running the encoders over seven views
+    costs too much here; the processor alone is cheap.
+    """
+    from transformers import AutoTokenizer
+    from vllm.transformers_utils.processors.deepseek_ocr import DeepseekOCRProcessor
+
+    from worker.engines.vllm.inputs import prepare_image
+
+    processor = DeepseekOCRProcessor(tokenizer=AutoTokenizer.from_pretrained(weights))
+    [rendered] = render_pages(
+        REPO / "samples" / "scanned-sentence.pdf",
+        SourceKind.pdf,
+        [1],
+        DEEPSEEK_OCR.render_dpi,
+        40_000_000,
+    )
+    assert rendered.image_png is not None
+    counts = {}
+    pages = {"small": deepseek.page.require_image(), "profile": rendered.image_png}
+    for name, png in pages.items():
+        image = prepare_image(png, DEEPSEEK_OCR.image)
+        out = processor(prompt=DEEPSEEK_OCR.prompt, images=[image])
+        counts[name] = int(out["num_image_tokens"][0])
+    assert counts == {"small": GLOBAL_VIEW_TOKENS, "profile": GLOBAL_VIEW_TOKENS + 630}
+    # The engine's prompt held what the processor counts for the page it read.
+    text_tokens = len(deepseek.tokenizer(DEEPSEEK_OCR.prompt).input_ids) - 1
+    assert deepseek.result.prompt_tokens == text_tokens + counts["small"]
