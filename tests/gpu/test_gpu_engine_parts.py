@@ -153,3 +153,17 @@ def test_missing_weights_fail_before_any_download(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="weights not found"):
         engine.start()
     engine.shutdown()
+
+
+def test_eager_mode_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.engines.vllm.factory import engine_kwargs
+
+    profile = get_profile("olmocr-2")
+    default, _ = engine_kwargs(profile, VllmSettings(weights_path=tmp_path), guard_engine=False)
+    assert "enforce_eager" not in default  # vLLM's default: CUDA graphs and compilation
+    monkeypatch.setenv("PAGEMILL_VLLM_ENFORCE_EAGER", "true")
+    for guard_engine in (False, True):
+        eager, _ = engine_kwargs(
+            profile, VllmSettings(weights_path=tmp_path), guard_engine=guard_engine
+        )
+        assert eager["enforce_eager"] is True
