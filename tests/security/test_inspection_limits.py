@@ -89,6 +89,22 @@ def test_frames_within_the_limit_are_pages(tmp_path: Path) -> None:
     assert getattr(info, "page_count", None) == 3
 
 
+@pytest.mark.parametrize("format_", ["TIFF", "MPO", "WEBP", "PNG"])
+def test_prepare_renders_every_frame_inspection_counted_at_its_own_size(
+    tmp_path: Path, format_: str
+) -> None:
+    # Animated WebP and PNG frames share one canvas; TIFF and MPO frames each have theirs.
+    varied = format_ in ("TIFF", "MPO")
+    sizes = [(100, 80), (300, 200), (50, 90)] if varied else [(120, 90)] * 3
+    frames = [Image.new("RGB", size, (80 * n, 200 - 60 * n, 40)) for n, size in enumerate(sizes)]
+    source = tmp_path / "frames"
+    frames[0].save(source, format=format_, save_all=True, append_images=frames[1:])
+    info = inspect_untrusted(source, Settings())
+    assert info.page_count == 3
+    rendered = render_pages(source, info.kind, [1, 2, 3], 200, Settings().max_render_pixels)
+    assert [(page.image_width_px, page.image_height_px) for page in rendered] == sizes
+
+
 def test_the_api_refuses_them_and_stores_nothing(api: httpx.Client, s3: ObjectStore) -> None:
     before = stored_objects(s3)
     cases = [
