@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -85,24 +86,19 @@ class JobKeys:
 class ObjectStore:
     def __init__(self, settings: Settings) -> None:
         self.bucket = settings.s3_bucket
-        # Bounded timeouts and few retries: a dead endpoint must surface as an outage
-        # within seconds so the task can back off, not hang for minutes.
-        http_client = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=5, read=60),
-            maxsize=10,
-            retries=urllib3.Retry(
-                total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]
-            ),
-        )
-        self._client = Minio(
-            settings.s3_endpoint,
-            access_key=settings.s3_access_key,
-            secret_key=settings.s3_secret_key,
-            secure=settings.s3_secure,
-            region=settings.s3_region,
-            http_client=http_client,
-        )
+        self._settings = settings
+        self._minio: Minio | None = None
+        self._minio_pid = 0
         self._bucket_checked = False
+
+    @property
+    def _client(self) -> Minio:
+        # urllib3 knows nothing of forks: a forked child would reuse its parent's
+        # keep-alive connections and read responses meant for the parent. A process
+        # uses only the client it made itself.
+        if self._minio is None or self._minio_pid != os.getpid():
+            self._minio, self._minio_pid = _make_client(self._settings), os.getpid()
+        return self._minio
 
     @_outages_as_unavailable
     def ensure_bucket(self) -> None:
@@ -173,6 +169,24 @@ class ObjectStore:
 
     def presigned_get_url(self, key: str, expires: timedelta) -> str:
         return self._client.presigned_get_object(self.bucket, key, expires=expires)
+
+
+def _make_client(settings: Settings) -> Minio:
+    # Bounded timeouts and few retries: a dead endpoint must surface as an outage
+    # within seconds so the task can back off, not hang for minutes.
+    http_client = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=5, read=60),
+        maxsize=10,
+        retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+    )
+    return Minio(
+        settings.s3_endpoint,
+        access_key=settings.s3_access_key,
+        secret_key=settings.s3_secret_key,
+        secure=settings.s3_secure,
+        region=settings.s3_region,
+        http_client=http_client,
+    )
 
 
 @lru_cache(maxsize=1)

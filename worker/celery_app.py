@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery.signals import (
     worker_init,
@@ -22,13 +23,14 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from pagemill.db.session import get_engine, session_factory
+from pagemill.db.session import session_factory
 from pagemill.documents.sandbox import start_fork_server
 from pagemill.domain import Stage
+from pagemill.forks import release_inherited_connections
 from pagemill.jobs.reaper import start_reaper_thread
 from pagemill.queue import make_celery
 from pagemill.settings import get_settings
-from worker import registration
+from worker import broker, registration
 from worker.engines.registry import created_engine
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -36,6 +38,13 @@ log = logging.getLogger(__name__)
 
 app = make_celery(get_settings())
 app.conf.include = ["worker.tasks", "worker.webhook_tasks"]
+if urlsplit(get_settings().broker_url).scheme in ("redis", "rediss"):
+    # Every message is screened as it comes off a queue, so none can stop the worker.
+    app.conf.broker_transport = broker.TRANSPORT
+# A new pool child imports the OCR engines and starts its fork server before it
+# reports for work; on a busy host that takes longer than Celery's default of 4 s,
+# and a child killed for it is replaced by one just as slow.
+app.conf.worker_proc_alive_timeout = 60
 
 _stops: list[threading.Event] = []
 _engine_shutdown: threading.Thread | None = None
@@ -49,8 +58,10 @@ def _choose_id(**_: Any) -> None:
 
 @worker_process_init.connect
 def _prepare_child(**_: Any) -> None:
-    # A forked child must not share the parent's pooled sockets: drop them unclosed.
-    get_engine().dispose(close=False)
+    # Every pool child (the first ones, and each replacement after a kill or after
+    # its task quota) is forked from a parent holding live Postgres and Redis
+    # connections: none of them may be used, or kept open, here.
+    release_inherited_connections()
     if _consumes(Stage.ocr):
         # Import the engines now, not inside a task: a time limit that fires during
         # an import leaves a half-initialised module behind for good. A worker that

@@ -1,7 +1,12 @@
-"""Engines and sessions. One engine per process and database URL."""
+"""The process's engine and its sessions.
+
+One engine per process, never shared across a fork: a forked child gets a fresh
+pool (the parent's connections are left to the parent, see pagemill.forks).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -12,20 +17,20 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.settings import get_settings
 
 
-@lru_cache(maxsize=4)
-def get_engine(url: str | None = None) -> Engine:
+@lru_cache(maxsize=1)
+def get_engine() -> Engine:
     # pool_pre_ping: a Postgres restart must not leave workers holding dead connections.
-    return create_engine(url or get_settings().database_url, pool_pre_ping=True, pool_size=10)
+    return create_engine(get_settings().database_url, pool_pre_ping=True, pool_size=10)
 
 
-def session_factory(url: str | None = None) -> sessionmaker[Session]:
-    return sessionmaker(get_engine(url), expire_on_commit=False)
+def session_factory() -> sessionmaker[Session]:
+    return sessionmaker(get_engine(), expire_on_commit=False)
 
 
 @contextmanager
-def session_scope(url: str | None = None) -> Iterator[Session]:
+def session_scope() -> Iterator[Session]:
     """A session that commits on success and rolls back on any error."""
-    session = session_factory(url)()
+    session = session_factory()()
     try:
         yield session
         session.commit()
@@ -34,3 +39,14 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def _new_pool_in_child() -> None:
+    # close=False: the connections are the parent's; closing them here would end the
+    # parent's sessions. The engine object stays, so sessionmakers made before the
+    # fork keep working, on the child's own connections.
+    if get_engine.cache_info().currsize:
+        get_engine().dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_new_pool_in_child)

@@ -1,5 +1,6 @@
 """Prometheus metrics, read at scrape time: page counts, latency, device time, cost and
-speculative-decoding acceptance from Postgres, queue depths from Redis.
+speculative-decoding acceptance from Postgres, queue depths and parked poison
+messages from Redis.
 
 Nothing is counted in process memory, so the numbers are the same whichever API
 process answers the scrape, and hold across every worker process and restart. A
@@ -28,6 +29,7 @@ from redis.retry import Retry
 from sqlalchemy import Engine
 
 from pagemill.db.session import get_engine
+from pagemill.dead_letter import poison_counts
 from pagemill.ops.repository import LATENCY_BUCKETS_S, MetricsSnapshot, metrics_snapshot
 from pagemill.settings import get_settings
 
@@ -99,7 +101,9 @@ class PagemillCollector(Collector):
         settings = get_settings()
         queues = [(stage, settings.queue(stage)) for stage in QUEUE_STAGES]
         try:
-            depths = queue_depths(self._redis_client(), queues)
+            client = self._redis_client()
+            depths = queue_depths(client, queues)
+            parked = poison_counts(client, settings)
         except Exception:
             log.warning("metrics: could not read Redis", exc_info=True)
             errors["redis"] = 1.0
@@ -112,6 +116,7 @@ class PagemillCollector(Collector):
             for stage, queue in queues:
                 depth.add_metric([queue, stage], depths[stage])
             yield depth
+            yield _poison_metric(parked)
 
         error = GaugeMetricFamily(
             "pagemill_scrape_error",
@@ -121,6 +126,18 @@ class PagemillCollector(Collector):
         for source, value in errors.items():
             error.add_metric([source], value)
         yield error
+
+
+def _poison_metric(parked: dict[tuple[str, str], int]) -> Metric:
+    poison = CounterMetricFamily(
+        "pagemill_poison_messages",
+        "Messages taken off a queue unrun because they were not a task message we send; "
+        "kept on the dead-letter list.",
+        labels=["queue", "reason"],
+    )
+    for (queue, reason), count in sorted(parked.items()):
+        poison.add_metric([queue, reason], count)
+    return poison
 
 
 def _page_metrics(snapshot: MetricsSnapshot) -> Iterator[Metric]:

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -80,6 +80,7 @@ def start_worker(
     pool: str = "prefork",
     app: str = "worker.celery_app",
     wait: bool = True,
+    extra_args: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     log = log_path.open("ab")
     process = subprocess.Popen(
@@ -97,6 +98,7 @@ def start_worker(
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            *extra_args,
         ],
         cwd=ROOT,
         env=env,
