@@ -7,9 +7,10 @@ stands for the `ocr` task's engine call, not its bookkeeping (figure 1 measures
 that). Configured by environment:
 
 PAGEMILL_BENCH_REDIS_URL, PAGEMILL_BENCH_QUEUE,
-PAGEMILL_BENCH_WEIGHTS (the tiny model), PAGEMILL_BENCH_MAX_NUM_SEQS,
+PAGEMILL_BENCH_WEIGHTS (the tiny model), PAGEMILL_BENCH_GLM_WEIGHTS (the tiny
+GLM-OCR), PAGEMILL_BENCH_MAX_NUM_SEQS,
 PAGEMILL_BENCH_SMOKE ("1" for the fast stand-in). Each task names its engine
-("vllm" or "standin"); each engine is created on its first page.
+("vllm", "glm" or "standin"); each engine is created on its first page.
 """
 
 from __future__ import annotations
@@ -53,13 +54,16 @@ def built(mode: str) -> gpu_engines.Built:
                 if os.environ.get("PAGEMILL_BENCH_SMOKE") == "1"
                 else gpu_engines.STANDIN_FULL
             )
+            weights = os.environ[
+                "PAGEMILL_BENCH_GLM_WEIGHTS" if mode == "glm" else "PAGEMILL_BENCH_WEIGHTS"
+            ]
             engine = gpu_engines.build(
                 mode,
-                weights=Path(os.environ["PAGEMILL_BENCH_WEIGHTS"]),
+                weights=Path(weights),
                 max_num_seqs=int(os.environ["PAGEMILL_BENCH_MAX_NUM_SEQS"]),
                 standin=standin,
             )
-            engine.engine.start()
+            engine.start()
             _built[mode] = engine
         return _built[mode]
 
@@ -78,8 +82,8 @@ def gpu_report(mode: str, batch: str) -> None:
         "bridge_in_flight": engine.engine.bridge.in_flight.samples(),
         "admitted": engine.admitted,
     }
-    if engine.double is not None:
-        report["batch_per_step"] = engine.double.gauge.samples()
+    if engine.gauge is not None:
+        report["batch_per_step"] = engine.gauge.samples()
     _store.rpush(batch, json.dumps(report))
 
 

@@ -1,8 +1,9 @@
 """Figure 3 (engine saturation), run in .venv-vllm by bench/gpu.py:
 `python -m bench.gpu_saturation --out FILE [--smoke] [--runs N] ...`.
 
-For each engine ("vllm": real vLLM CPU build, tiny model; "standin": the
-continuous-batching stand-in), the same pages go through
+For each engine ("vllm": real vLLM CPU build, tiny text model; "glm": real
+vLLM CPU build, tiny GLM-OCR image model with MTP, 300-token pages; "standin":
+the continuous-batching stand-in), the same pages go through
   direct: threads calling VllmEngine.convert with C pages in flight, and
   worker: Celery tasks on a queue, a threads-pool worker of concurrency C,
           each thread blocking on the engine through the bridge,
@@ -44,9 +45,13 @@ def main() -> None:
         from gpu_tiny_model import build_for_tests
 
         build_for_tests(weights)
-    worker = _GpuWorker(args, weights)
+    glm_weights = gpu_engines.glm_weights(args.workdir) if "glm" in modes else weights
+    worker = _GpuWorker(args, weights, glm_weights)
     try:
-        results = {mode: measure(mode, args, weights, worker) for mode in modes}
+        results = {
+            mode: measure(mode, args, glm_weights if mode == "glm" else weights, worker)
+            for mode in modes
+        }
     finally:
         worker.stop()
     args.out.write_text(json.dumps(results, indent=1))
@@ -55,7 +60,7 @@ def main() -> None:
 class _GpuWorker:
     """One threads-pool Celery worker of bench.gpu_app serving both engines."""
 
-    def __init__(self, args: argparse.Namespace, weights: Path) -> None:
+    def __init__(self, args: argparse.Namespace, weights: Path, glm_weights: Path) -> None:
         import redis
         from celery import Celery
 
@@ -70,6 +75,7 @@ class _GpuWorker:
             "PAGEMILL_BENCH_REDIS_URL": args.redis_url,
             "PAGEMILL_BENCH_QUEUE": self.queue,
             "PAGEMILL_BENCH_WEIGHTS": str(weights),
+            "PAGEMILL_BENCH_GLM_WEIGHTS": str(glm_weights),
             "PAGEMILL_BENCH_MAX_NUM_SEQS": str(MAX_NUM_SEQS),
             "PAGEMILL_BENCH_SMOKE": "1" if args.smoke else "0",
         }
@@ -141,27 +147,39 @@ def measure(
     mode: str, args: argparse.Namespace, weights: Path, worker: _GpuWorker
 ) -> dict[str, Any]:
     standin = gpu_engines.STANDIN_SMOKE if args.smoke else gpu_engines.STANDIN_FULL
-    # The tiny model's pages are short (about 20 tokens): many of them, so a run
-    # lasts seconds, not the length of one scheduling hiccup.
-    pages = (40 if mode == "vllm" else 64) if args.smoke else (600 if mode == "vllm" else 160)
+    # The tiny text model's pages are short (about 20 tokens): many of them, so
+    # a run lasts seconds, not the length of one scheduling hiccup. The tiny
+    # GLM-OCR's are 300 tokens: three batches' worth.
+    pages = (
+        {"vllm": 40, "glm": 8, "standin": 64}
+        if args.smoke
+        else {
+            "vllm": 600,
+            "glm": 3 * MAX_NUM_SEQS,
+            "standin": 160,
+        }
+    )
+    pages_this_mode = pages[mode]
     direct = gpu_engines.build(mode, weights=weights, max_num_seqs=MAX_NUM_SEQS, standin=standin)
     try:
         _progress(f"{mode}: starting the direct engine")
-        direct.engine.start()
+        direct.start()
         # Warm-up, both sides: engine start and first requests are not per page.
-        _direct_batch(direct, mode, IN_FLIGHT, IN_FLIGHT)
+        # (The tiny GLM-OCR's pages take seconds each: a few warm it.)
+        warm = 4 if mode == "glm" else IN_FLIGHT
+        _direct_batch(direct, mode, warm, IN_FLIGHT)
         _progress(f"{mode}: direct engine warm; warming the worker")
-        worker.batch(mode, "warm", IN_FLIGHT)
+        worker.batch(mode, "warm", warm)
         _progress(f"{mode}: worker warm")
         runs: list[dict[str, Any]] = []
         for index in range(args.runs):
             # Alternate the order, so drift in machine load falls on both sides.
             if index % 2:
-                worker_run = worker.batch(mode, f"run{index}", pages)
-                direct_run = _direct_batch(direct, mode, pages, IN_FLIGHT)
+                worker_run = worker.batch(mode, f"run{index}", pages_this_mode)
+                direct_run = _direct_batch(direct, mode, pages_this_mode, IN_FLIGHT)
             else:
-                direct_run = _direct_batch(direct, mode, pages, IN_FLIGHT)
-                worker_run = worker.batch(mode, f"run{index}", pages)
+                direct_run = _direct_batch(direct, mode, pages_this_mode, IN_FLIGHT)
+                worker_run = worker.batch(mode, f"run{index}", pages_this_mode)
             runs.append({"direct": direct_run, "worker": worker_run})
             print(
                 f"  gpu {mode} run {index + 1}: direct {direct_run['pages_per_s']:.2f}, "
@@ -171,13 +189,16 @@ def measure(
             )
     finally:
         direct.engine.shutdown(drain_timeout_s=0)
+        if direct.gauge is not None and direct.double is None:
+            direct.gauge.stop()
     return {
         "engine": mode,
-        "pages": pages,
+        "pages": pages_this_mode,
         "in_flight": IN_FLIGHT,
         "max_num_seqs": MAX_NUM_SEQS,
+        "answer_tokens": _answer_tokens(mode),
         "standin": None
-        if mode == "vllm"
+        if mode != "standin"
         else {
             "step_seconds": standin.step_seconds,
             "tokens_per_step": standin.tokens_per_step,
@@ -207,8 +228,8 @@ def _direct_batch(
         "bridge_in_flight": built.engine.bridge.in_flight.samples(),
         "admitted": built.admitted[admitted_before:],
     }
-    if built.double is not None:
-        report["batch_per_step"] = built.double.gauge.samples()
+    if built.gauge is not None:
+        report["batch_per_step"] = built.gauge.samples()
     return _summarise(started, sorted(done), sum(tokens), report)
 
 
@@ -256,6 +277,14 @@ def _summarise(
         )
         summary["batch_over_time"] = _series(steps, started, end)
     return summary
+
+
+def _answer_tokens(mode: str) -> int | None:
+    if mode != "glm":
+        return None
+    from tiny_glm_ocr import BENCH_ANSWER_TOKENS
+
+    return BENCH_ANSWER_TOKENS
 
 
 def _progress(message: str) -> None:

@@ -34,6 +34,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         ("rendering", _rendering),
         ("saturation_vllm", _saturation),
         ("saturation_standin", _saturation),
+        ("saturation_glm", _saturation),
         ("cpu_ocr", _cpu_ocr),
         ("memory_worker", _memory),
         ("routing", _routing),
@@ -216,7 +217,7 @@ def _saturation(fig: dict[str, Any]) -> list[str]:
             f"- Target: the worker keeps >= {fig['in_flight_target']} pages in flight "
             f"(minimum at the bridge, steady state, above): "
             f"{'met' if fig['in_flight_met'] else 'missed'}",
-            f"- Sequences in the stand-in's batch at each step, steady state: mean "
+            f"- Sequences in the engine's batch, steady state: mean "
             f"{_runs(fig['worker_batch_steady_mean'], 1)}, minimum "
             f"{_runs(fig['worker_batch_steady_min'], 0)} (driven directly, minimum "
             f"{_runs(fig['direct_batch_steady_min'], 0)}): single steps right after many "
@@ -244,6 +245,10 @@ def _saturation(fig: dict[str, Any]) -> list[str]:
             "did not reach the threads as fast as the engine finished pages. The stand-in "
             "below, at GPU-like page times, is the saturation figure for a GPU worker."
         )
+    if fig.get("note"):
+        lines.append(f"- Note: {fig['note']}")
+    if fig.get("predicts"):
+        lines.append(f"- What it predicts for a GPU: {fig['predicts']}")
     return [*lines, ""]
 
 
