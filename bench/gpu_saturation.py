@@ -149,13 +149,13 @@ def measure(
     standin = gpu_engines.STANDIN_SMOKE if args.smoke else gpu_engines.STANDIN_FULL
     # The tiny text model's pages are short (about 20 tokens): many of them, so
     # a run lasts seconds, not the length of one scheduling hiccup. The tiny
-    # GLM-OCR's are 300 tokens: three batches' worth.
+    # GLM-OCR's are 300 tokens: six batches' worth.
     pages = (
         {"vllm": 40, "glm": 8, "standin": 64}
         if args.smoke
         else {
             "vllm": 600,
-            "glm": 3 * MAX_NUM_SEQS,
+            "glm": 6 * MAX_NUM_SEQS,
             "standin": 160,
         }
     )
