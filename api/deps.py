@@ -25,7 +25,9 @@ def get_session() -> Iterator[Session]:
         session.close()
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# Closed when the route function returns, not after the response is sent: a slow
+# client or a busy event loop must not keep a connection idle in a transaction.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 # Every listing's offset: bounded so that no value reaches the database as an
 # out-of-range bigint (a 500), and far past any list a client pages through.
 MAX_OFFSET = 1_000_000

@@ -126,7 +126,11 @@ def test_a_crowd_of_slow_uploads_gets_202_or_503_busy_and_small_requests_stay_fa
 
         def upload(number: int) -> tuple[httpx.Response, float]:
             started = time.monotonic()
-            answer = uploads.post("/v1/jobs", files={"file": (f"slow-{number}.pdf", slow)})
+            answer = uploads.post(
+                "/v1/jobs",
+                files={"file": (f"slow-{number}.pdf", slow)},
+                headers={"Idempotency-Key": f"crowd-{number}"},
+            )
             return answer, time.monotonic() - started
 
         def timed_get() -> float:
@@ -141,6 +145,12 @@ def test_a_crowd_of_slow_uploads_gets_202_or_503_busy_and_small_requests_stay_fa
         ):
             answers = list(pool.map(upload, range(UPLOADS)))
 
+        # A busy answer frees its Idempotency-Key: the same request, sent again once
+        # the crowd has gone, is accepted.
+        turned_away = next(n for n, (a, _) in enumerate(answers) if a.status_code == 503)
+        again, _ = upload(turned_away)
+        assert again.status_code == 202, again.text
+
     statuses = [answer.status_code for answer, _ in answers]
     assert set(statuses) <= {202, 503}, [a.text for a, _ in answers if a.status_code != 202]
     accepted = statuses.count(202)
@@ -152,10 +162,41 @@ def test_a_crowd_of_slow_uploads_gets_202_or_503_busy_and_small_requests_stay_fa
             # Turned away after the bounded wait, not after a whole inspection timeout.
             assert seconds < QUEUE_WAIT_S + 15
     # A refused upload leaves nothing behind; an accepted one is a job with its source.
-    assert count_rows("jobs") == jobs_before + accepted
+    assert count_rows("jobs") == jobs_before + accepted + 1
     new_objects = set(stored_objects(s3)) - objects_before
-    assert len(new_objects) == accepted and all(key.endswith("/source") for key in new_objects)
+    assert len(new_objects) == accepted + 1
+    assert all(key.endswith("/source") for key in new_objects)
 
     assert max(database.samples) < IDLE_IN_TRANSACTION_BOUND_S, "a connection was held idle"
     assert len(latency.samples) >= 5
     assert max(latency.samples) < SMALL_REQUEST_BOUND_S, sorted(latency.samples)[-5:]
+
+
+def test_no_connection_waits_in_a_transaction_while_an_upload_streams(crowded_api: str) -> None:
+    boundary = "pagemill-slow-body"
+    pdf = (SAMPLES / "invoice-multipage.pdf").read_bytes()
+    step = len(pdf) // 10 + 1
+
+    def trickle() -> Iterator[bytes]:
+        yield (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            'filename="trickled.pdf"\r\nContent-Type: application/pdf\r\n\r\n'
+        ).encode()
+        for start in range(0, len(pdf), step):
+            time.sleep(0.3)  # about 3 s for the whole body
+            yield pdf[start : start + step]
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    headers = {
+        "Authorization": f"Bearer {make_client_key()}",
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+    }
+    with (
+        psycopg.connect(PG_ADMIN_URL, autocommit=True) as watcher,
+        Sampler(lambda: longest_idle_in_transaction_s(watcher), 0.1) as database,
+        httpx.Client(base_url=crowded_api, timeout=120) as client,
+    ):
+        answer = client.post("/v1/jobs", content=trickle(), headers=headers)
+    assert answer.status_code == 202, answer.text
+    assert len(database.samples) >= 10
+    assert max(database.samples) < IDLE_IN_TRANSACTION_BOUND_S
