@@ -221,16 +221,18 @@ def _check_submission(
     except (httpx.InvalidURL, UnicodeEncodeError, ValueError):
         outcomes["not sendable"] += 1  # httpx itself refuses to encode this filename
         return
-    assert response.status_code == 202 or 400 <= response.status_code < 500, response.text
+    # What was sent, short enough to read in a failure report.
+    sent = {name: value[:120] for name, value in fields.items()} | {"filename": filename[:60]}
+    assert response.status_code == 202 or 400 <= response.status_code < 500, (response.text, sent)
     if response.status_code == 202:
         job_id = response.json()["id"]
         assert _jobs_of(http) == jobs_before + 1
         outcomes["202"] += 1
     else:
         error = response.json()["error"]
-        assert error["code"] and error["message"], response.text
-        assert _jobs_of(http) == jobs_before, response.text
-        assert stored_objects(s3) == objects_before, response.text
+        assert error["code"] and error["message"], (response.text, sent)
+        assert _jobs_of(http) == jobs_before, (response.text, sent)
+        assert stored_objects(s3) == objects_before, (response.text, sent)
         outcomes[error["code"]] += 1
         job_id = None
         if key is not None:
