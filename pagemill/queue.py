@@ -6,12 +6,20 @@ Messages carry ids only; Postgres holds everything else.
 
 from __future__ import annotations
 
+import base64
+import json
+import logging
+from collections.abc import Collection, Iterable
 from functools import lru_cache
+from typing import Any
 
+import redis
 from celery import Celery
 
 from pagemill.domain import Stage
 from pagemill.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 PREPARE_TASK = "pagemill.prepare"
 OCR_TASK = "pagemill.ocr_page"
@@ -85,8 +93,77 @@ def publish_ocr(
     license_use: str | None = None,
     countdown_s: float | None = None,
 ) -> None:
-    queue = get_settings().queue(ocr_stage(engine, license_use))
+    settings = get_settings()
+    queue = settings.queue(ocr_stage(engine, license_use))
     get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s, queue=queue)
+    # Set after the publish: a marker with no message would hold the reaper off a lost page.
+    try:
+        _markers().set(_pending_key(page_id), 1, ex=settings.broker_visibility_timeout_s)
+    except redis.RedisError as error:
+        log.warning("page %s: published, but not marked pending: %s", page_id, error)
+
+
+# --- Pending OCR messages. The reaper republishes a page only when no message for it
+# is pending, so a page that waits (a long backlog, or a queue nobody consumes) is not
+# published again every stale period. A marker is set when a message is published and
+# dropped when a worker starts on it; a message lost with the broker loses its marker
+# too. It expires with the broker's visibility timeout, the longest a message can sit
+# reserved by a worker that died before starting it, before Redis hands it out again.
+
+
+@lru_cache(maxsize=1)
+def _markers() -> redis.Redis:
+    # redis-py drops a pool's connections in a forked child, so one client per process.
+    return redis.Redis.from_url(get_settings().broker_url)
+
+
+def _pending_key(page_id: int) -> str:
+    return f"{get_settings().queue_prefix}ocr-pending:{page_id}"
+
+
+def ocr_message_taken(page_id: int) -> None:
+    try:
+        _markers().delete(_pending_key(page_id))
+    except redis.RedisError as error:
+        # The marker expires on its own; until then the reaper leaves this page alone.
+        log.warning("page %s: could not clear its pending marker: %s", page_id, error)
+
+
+def pages_with_pending_message(page_ids: Collection[int]) -> set[int]:
+    if not page_ids:
+        return set()
+    ordered = list(page_ids)
+    found: list[Any] = _markers().mget([_pending_key(page_id) for page_id in ordered])  # type: ignore[assignment]
+    return {page_id for page_id, value in zip(ordered, found, strict=True) if value is not None}
+
+
+def remove_ocr_messages(page_ids: Collection[int], stages: Iterable[str]) -> int:
+    """Take the queued messages for these pages out of the stages' queues (pages that
+    ended while nobody consumed their queue). Returns how many were removed."""
+    wanted = set(page_ids)
+    client = _markers()
+    removed = 0
+    for stage in stages:
+        queue = get_settings().queue(stage)
+        for raw in client.lrange(queue, 0, -1):  # type: ignore[union-attr]
+            if _ocr_page_id(raw) in wanted:
+                removed += int(client.lrem(queue, 1, raw))  # type: ignore[arg-type]
+    if wanted:
+        client.delete(*[_pending_key(page_id) for page_id in wanted])
+    return removed
+
+
+def _ocr_page_id(raw: bytes) -> int | None:
+    # A Celery (protocol 2) message as the Redis transport stores it: the body is the
+    # base64 of [args, kwargs, embed]. Anything else is not ours to judge here.
+    try:
+        message: dict[str, Any] = json.loads(raw)
+        if message.get("headers", {}).get("task") != OCR_TASK:
+            return None
+        args = json.loads(base64.b64decode(message["body"]))[0]
+        return int(args[0])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
 
 
 def publish_finalize(job_id: str) -> None:

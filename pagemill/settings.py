@@ -191,6 +191,12 @@ class Settings(BaseSettings):
     worker_dead_after_s: float = Field(
         60, description="A worker silent this long no longer counts as able to take work."
     )
+    gpu_worker_wait_s: float = Field(
+        900,
+        description="A page waiting for a GPU engine fails (and its job with it) once no worker "
+        "able to read it has been alive for this long: long enough to ride out a GPU "
+        "worker's restart or a deploy, short enough that a client learns its job cannot run.",
+    )
     quote_fallback_seconds_per_page: float = Field(
         5.0,
         description="Device seconds a page is assumed to take when an engine has no history "

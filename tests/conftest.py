@@ -85,10 +85,23 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture()
 def db(database_url: str) -> Iterator[str]:
-    """A clean database for this test."""
-    with psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True) as conn:
+    """A clean database for this test; afterwards, a check that every job the test
+    ended has no page left queued or running (pagemill.jobs.repository.complete_job)."""
+    url = database_url.replace("+psycopg", "")
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE clients, jobs, pages, workers RESTART IDENTITY CASCADE")
     yield database_url
+    with psycopg.connect(url, autocommit=True) as conn:
+        unfinished = conn.execute(UNFINISHED_PAGES_OF_ENDED_JOBS).fetchall()
+    assert not unfinished, f"ended jobs with unfinished pages (job, status, pages): {unfinished}"
+
+
+UNFINISHED_PAGES_OF_ENDED_JOBS = """
+    SELECT jobs.id::text, jobs.status::text, count(*) FROM jobs JOIN pages ON pages.job_id = jobs.id
+    WHERE jobs.status IN ('succeeded', 'failed', 'cancelled')
+      AND pages.status IN ('queued', 'running')
+    GROUP BY jobs.id, jobs.status
+"""
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,14 @@ from celery.signals import task_failure
 from sqlalchemy.exc import DBAPIError
 
 from pagemill.db.session import session_factory
-from pagemill.queue import FINALIZE_TASK, OCR_TASK, PREPARE_TASK, publish_finalize, publish_ocr
+from pagemill.queue import (
+    FINALIZE_TASK,
+    OCR_TASK,
+    PREPARE_TASK,
+    ocr_message_taken,
+    publish_finalize,
+    publish_ocr,
+)
 from pagemill.settings import get_settings
 from pagemill.storage import StorageUnavailable, get_object_store
 from worker.bridge import BridgeClosed
@@ -58,6 +65,8 @@ def prepare(task: Task, job_id: str) -> None:
 
 @app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries)
 def ocr_page(task: Task, page_id: int) -> None:
+    # From here on the page's message is no longer pending: a loss now is the reaper's.
+    ocr_message_taken(page_id)
     try:
         run = run_page(_context(), page_id, _backoff_s(task.request.retries))
     except BridgeClosed as closing:

@@ -4,13 +4,20 @@ Publishing happens after commit, so a crash (or a broker that lost its data)
 between the commit and the publish leaves a job or page that no message points
 at. The database is the outbox: every few seconds one worker, chosen by a
 Postgres advisory lock, looks for such rows and publishes their messages again.
-Duplicates are harmless because every stage claims its work conditionally.
+Duplicates are harmless because every stage claims its work conditionally, but a
+page is published again only when no message for it is pending (pagemill.queue), so
+a queue that waits never fills with copies.
+
+Pages for a GPU engine that no live worker can run fail once none has been alive
+for `gpu_worker_wait_s`, and their messages leave the queue: a job never waits
+forever for a GPU that is gone.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -33,6 +40,8 @@ class ReapReport:
     prepares: list[str] = field(default_factory=list)
     pages: list[tuple[int, str, str]] = field(default_factory=list)
     finalizes: list[str] = field(default_factory=list)
+    # Pages failed because no worker able to run them has been alive for the wait.
+    unrunnable: list[int] = field(default_factory=list)
     # Not counted in `total`: most are retries falling due, not lost work.
     webhooks: list[str] = field(default_factory=list)
 
@@ -58,16 +67,31 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
         ]
         report.pages = repository.take_stranded_pages(session, stale)
         report.finalizes = [str(i) for i in repository.take_unfinalized_jobs(session, stale)]
+        unrunnable = _fail_pages_nobody_can_run(session, settings)
+        report.unrunnable = [page_id for page_id, _ in unrunnable]
+        # Finalize ends the job once its last page has (and does nothing before).
+        report.finalizes += sorted({str(job_id) for _, job_id in unrunnable})
         # Also retries due too far ahead for a delayed message: published when due.
         report.webhooks = [str(i) for i in webhook_outbox.due_deliveries(session, stale)]
     for job_id in report.prepares:
         queue.publish_prepare(job_id)
+    pending = queue.pages_with_pending_message([page_id for page_id, *_ in report.pages])
+    report.pages = [page for page in report.pages if page[0] not in pending]
     for page_id, engine, license_use in report.pages:
         queue.publish_ocr(page_id, engine, license_use)
+    if report.unrunnable:
+        gpu_stages = (queue.OCR_GPU_STAGE, queue.OCR_GPU_COMMERCIAL_STAGE)
+        queue.remove_ocr_messages(report.unrunnable, gpu_stages)
     for job_id in report.finalizes:
         queue.publish_finalize(job_id)
     for delivery_id in report.webhooks:
         queue.publish_webhook_delivery(delivery_id)
+    if report.unrunnable:
+        log.warning(
+            "failed %d pages: no GPU worker able to run them for %g s",
+            len(report.unrunnable),
+            settings.gpu_worker_wait_s,
+        )
     if report.total:
         log.warning(
             "republished lost work: %d prepare, %d page, %d finalize",
@@ -76,6 +100,18 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
             len(report.finalizes),
         )
     return report
+
+
+def _fail_pages_nobody_can_run(session: Session, settings: Settings) -> list[tuple[int, uuid.UUID]]:
+    wait = timedelta(seconds=settings.gpu_worker_wait_s)
+    failed: list[tuple[int, uuid.UUID]] = []
+    for engine in sorted(queue.GPU_ENGINES):
+        why = (
+            f"Not read: no GPU worker able to run {engine} for this page has been alive "
+            f"in the last {settings.gpu_worker_wait_s:g} s."
+        )
+        failed += repository.fail_pages_nobody_can_run(session, engine, wait, why)
+    return failed
 
 
 def run_reaper(sessions: sessionmaker[Session], settings: Settings, stop: threading.Event) -> None:

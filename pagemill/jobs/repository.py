@@ -14,10 +14,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import Job, Page
+from pagemill.db.models import Job, Page, Worker
 from pagemill.domain import (
     TERMINAL_PAGE_STATUSES,
     JobStatus,
+    LicenseUse,
     PageStatus,
 )
 from pagemill.webhooks import outbox as webhook_outbox
@@ -408,6 +409,42 @@ def take_stranded_pages(session: Session, stale: timedelta) -> list[tuple[int, s
         .returning(Page.id, Page.engine, Page.license_use)
     )
     return [(row[0], row[1] or "", row[2].value if row[2] else "") for row in rows]
+
+
+def fail_pages_nobody_can_run(
+    session: Session, engine: str, wait: timedelta, why: str
+) -> list[tuple[int, uuid.UUID]]:
+    """Fail the waiting pages of live jobs routed to `engine` when no worker able to run
+    them (the licence class included) has been alive within `wait`. Returns (page id,
+    job id) of each page failed."""
+    job_is_live = (
+        select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
+    )
+    waiting = (Page.status == PageStatus.queued) | (
+        (Page.status == PageStatus.running) & (Page.lease_expires_at < func.now())
+    )
+    licence_fits = (
+        (Page.license_use != LicenseUse.commercial)
+        | Worker.model_permits_commercial
+        | Worker.deployment_license_reference.is_not(None)
+    )
+    someone_able = (
+        select(Worker.id)
+        .where(Worker.engine == engine, Worker.heartbeat_at > func.now() - wait, licence_fits)
+        .exists()
+    )
+    rows = session.execute(
+        update(Page)
+        .where(Page.engine == engine, job_is_live, waiting, ~someone_able)
+        .values(
+            status=PageStatus.failed,
+            error=why[:1000],
+            finished_at=func.now(),
+            lease_expires_at=None,
+        )
+        .returning(Page.id, Page.job_id)
+    )
+    return [(row[0], row[1]) for row in rows]
 
 
 def take_unfinalized_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]:

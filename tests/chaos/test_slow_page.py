@@ -10,15 +10,25 @@ limit cannot interrupt it, so the hard limit kills the pool child.
 
 from __future__ import annotations
 
+import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import pymupdf
+import pytest
+from pydantic import ValidationError
 
+from pagemill.settings import Settings
 from tests.chaos.conftest import db_rows, wait_terminal
 from tests.chaos.test_lost_and_killed import submit
 from tests.conftest import SAMPLES
+from worker.engines.base import PageInput
+from worker.engines.router import TEXT_LAYER_ENGINE
+from worker.render import pdf_page_facts
+from worker.stages.budget import fallback_reason
+from worker.stages.ocr import _convert
+from worker.stages.quality import convert_checked
 
 SLOW_LIMITS = {
     "PAGEMILL_TASK_TIME_LIMIT_S": "20",
@@ -111,3 +121,30 @@ def test_page_over_the_time_limit_fails_with_the_reason(stack_factory: Any, tmp_
         assert code == "pages_failed" and "exceeded the 20 s time limit" in message
         _assert_worker_free(client)
     assert worker.poll() is None
+
+
+def test_a_page_over_the_text_layer_budget_is_read_as_plain_text(tmp_path: Path) -> None:
+    """Decided from the page facts before any attempt: the same page under the default
+    budget (8 MiB of drawing instructions) is read as plain text at once."""
+    settings = Settings()
+    path = heavy_vector_pdf(tmp_path / "heavy.pdf")
+    with pymupdf.open(path) as document:
+        facts = pdf_page_facts(document.load_page(0), 1)
+    assert facts.content_bytes is not None
+    assert facts.content_bytes > settings.textlayer_max_content_bytes
+    reason = fallback_reason(settings, TEXT_LAYER_ENGINE, facts, {})
+    assert reason is not None and "budget for layout analysis" in reason
+    page = PageInput(facts, None, 150, path.read_bytes(), reason)
+    started = time.monotonic()
+    assessed = convert_checked(TEXT_LAYER_ENGINE, page, _convert, "rapidocr")
+    # Layout analysis of this page takes minutes; plain text about a second alone.
+    assert time.monotonic() - started < 60
+    assert SENTENCE in assessed.result.markdown
+    assert "read as plain text" in assessed.result.details["fallback"]
+    assert fallback_reason(settings, "rapidocr", facts, {}) is None
+
+
+@pytest.mark.parametrize("cleanup_s", ["4", "11"])
+def test_the_soft_limit_must_leave_time_to_record(cleanup_s: str) -> None:
+    with pytest.raises(ValidationError, match="PAGEMILL_TASK_CLEANUP_S"):
+        Settings(task_time_limit_s=20, render_timeout_s=15, task_cleanup_s=cleanup_s)
