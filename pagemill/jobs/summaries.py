@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagemill.db.models import Job, Page
+from pagemill.jobs.metadata import renderable_metadata
 from pagemill.quality.score import Verdict, job_score, job_verdict
 
 
@@ -19,7 +20,7 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
             "extraction_restricted": job.source_extraction_restricted,
         },
         "license_use": job.license_use.value,
-        "metadata": job.caller_metadata,
+        "metadata": renderable_metadata(job.caller_metadata),
         "furniture": job.furniture,
         "quality": job_quality(pages),
         "pages": [page_summary(page) for page in pages],

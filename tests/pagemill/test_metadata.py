@@ -1,0 +1,71 @@
+"""The metadata field's limits, without HTTP (the API's answers are in tests/api)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from pagemill.db.models import Job
+from pagemill.domain import LicenseUse, SourceKind
+from pagemill.jobs.metadata import MAX_METADATA_DEPTH, MetadataRejected, parse_metadata
+from pagemill.jobs.summaries import build_manifest
+
+
+def nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_nesting_up_to_the_limit_is_kept_and_past_it_refused() -> None:
+    assert parse_metadata(json.dumps(nested(MAX_METADATA_DEPTH))) == nested(MAX_METADATA_DEPTH)
+    with pytest.raises(MetadataRejected, match="nested 33 levels deep; the limit is 32"):
+        parse_metadata(json.dumps(nested(MAX_METADATA_DEPTH + 1)))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"s": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}',
+        '{"s": "\\"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"}',
+    ],
+)
+def test_brackets_inside_strings_are_not_nesting(raw: str) -> None:
+    assert parse_metadata(raw) == json.loads(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ('{"a": 9223372036854775808}', "64 bits"),
+        ('{"a": -9223372036854775809}', "64 bits"),
+        ('{"a": -Infinity}', "JSON does not allow"),
+        ('{"a": 1e400}', "out of range"),
+        ('{"a": "\\udc00x"}', "lone UTF-16 surrogate"),
+        ('{"a": "x\\u0000"}', "NUL"),
+        ('{"a": 1} ' + " " * 17000, "16 KiB"),
+    ],
+)
+def test_values_no_part_of_the_path_can_keep_are_refused(raw: str, why: str) -> None:
+    with pytest.raises(MetadataRejected, match=why) as refused:
+        parse_metadata(raw)
+    assert refused.value.code == "invalid_metadata"
+
+
+def test_the_manifest_of_a_job_stored_before_the_limits_still_writes() -> None:
+    job = Job(
+        id=uuid.uuid4(),
+        license_use=LicenseUse.non_commercial,
+        caller_metadata=nested(2000),
+        source_filename="old.pdf",
+        source_kind=SourceKind.pdf,
+        source_sha256="0" * 64,
+        document_pages=1,
+        furniture="separate",
+    )
+    manifest = build_manifest(job, [])
+    assert manifest["metadata"] == {}
+    json.dumps(manifest)
