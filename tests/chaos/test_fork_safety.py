@@ -11,6 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
+from sqlalchemy import text
+
+from pagemill.db.session import session_factory
+from pagemill.documents import sandbox
+from pagemill.documents.sandbox import Limits, run_sandboxed
+from pagemill.settings import get_settings
 from pagemill.storage import ObjectStore
 from tests.chaos import sockets
 from tests.chaos.conftest import Stack, db_rows, wait_for, wait_terminal
@@ -155,3 +162,21 @@ def test_children_replaced_after_their_task_quota_have_their_own_connections(
     assert wait_terminal(job_id, 5) == "succeeded"
     assert_one_result_per_page(job_id, 4, s3)
     assert_no_shared_connection_symptoms(stack)
+
+
+def test_fork_server_and_its_children_inherit_no_connection(db: str, s3: ObjectStore) -> None:
+    # This process holds Postgres, Redis and S3 connections while it starts the server.
+    with session_factory()() as session:
+        session.execute(text("SELECT 1"))
+    redis.Redis.from_url(str(get_settings().broker_url)).ping()
+    s3.exists("anything")
+    assert sockets.tcp_by_process([os.getpid()])[os.getpid()], "the test holds no connection"
+
+    limits = Limits(memory_bytes=1 << 30, cpu_s=30, wall_s=60)
+    held = list(run_sandboxed("tests.chaos.sandboxed_descriptors", [], limits))
+    assert held and held[0]["descriptors"] >= 3, "the child did not report"
+    network = [line for line in held if line["family"] in ("AF_INET", "AF_INET6")]
+    assert network == [], f"a sandboxed child holds network sockets: {network}"
+    server = sandbox._FORK_SERVER._process
+    assert server is not None and server.poll() is None
+    assert sockets.tcp_by_process([server.pid]) == {server.pid: {}}
