@@ -1,6 +1,7 @@
 # The GPU engine's tests: real vLLM (its CPU build) in its own virtualenv.
 # Included from the Makefile; `make test-gpu` installs .venv-vllm on first use
-# (about 2 minutes, 2.5 GB) and runs tests/gpu in it (about 4 minutes).
+# (about 3 minutes, 2.5 GB) and runs tests/gpu in it (about 8 minutes on 2
+# cores: the tiny text, GLM-OCR, Qwen2.5-VL and DeepSeek-OCR models).
 
 VLLM_VENV := .venv-vllm
 VLLM_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 \
