@@ -53,19 +53,33 @@ def slow_to_inspect_pdf(strokes: int = 60_000) -> bytes:
     return data[: data.rfind(b"startxref")] + b"startxref\n0\n%%EOF\n"
 
 
-@pytest.fixture()
-def crowded_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
-    port = services.free_port()
+def start_api(port: int, concurrency: int, inspect_timeout_s: float) -> Any:
     env = {
         **os.environ,
         "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}",
-        "PAGEMILL_INSPECT_CONCURRENCY": str(INSPECT_CONCURRENCY),
+        "PAGEMILL_INSPECT_CONCURRENCY": str(concurrency),
         "PAGEMILL_INSPECT_QUEUE_WAIT_S": str(QUEUE_WAIT_S),
-        "PAGEMILL_INSPECT_TIMEOUT_S": "20",
+        "PAGEMILL_INSPECT_TIMEOUT_S": str(inspect_timeout_s),
         "PAGEMILL_RATE_LIMIT": "100000/minute",
         "PAGEMILL_QUEUE_PREFIX": f"crowd{port}-",
     }
-    process = services.start_api(env, TMP_ROOT / f"crowded-api-{port}.log", port)
+    return services.start_api(env, TMP_ROOT / f"crowded-api-{port}.log", port)
+
+
+@pytest.fixture()
+def crowded_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
+    port = services.free_port()
+    process = start_api(port, INSPECT_CONCURRENCY, inspect_timeout_s=20)
+    yield f"http://127.0.0.1:{port}"
+    services.stop(process)
+
+
+@pytest.fixture()
+def unbounded_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
+    """Every upload inspected at once, each with little time: the overload the
+    bound exists to prevent, to see that it is still reported as overload."""
+    port = services.free_port()
+    process = start_api(port, UPLOADS, inspect_timeout_s=4)
     yield f"http://127.0.0.1:{port}"
     services.stop(process)
 
@@ -200,3 +214,27 @@ def test_no_connection_waits_in_a_transaction_while_an_upload_streams(crowded_ap
     assert answer.status_code == 202, answer.text
     assert len(database.samples) >= 10
     assert max(database.samples) < IDLE_IN_TRANSACTION_BOUND_S
+
+
+def test_an_inspection_starved_by_load_is_503_busy_not_a_bad_document(
+    unbounded_api: str, s3: ObjectStore
+) -> None:
+    # Two cores shared by every inspection at once: each gets a small share of one and
+    # passes its time limit having computed for a fraction of it.
+    headers = {"Authorization": f"Bearer {make_client_key()}"}
+    slow = slow_to_inspect_pdf()
+    limits = httpx.Limits(max_connections=UPLOADS + 4)
+    with httpx.Client(base_url=unbounded_api, headers=headers, timeout=120, limits=limits) as api:
+
+        def upload(number: int) -> httpx.Response:
+            return api.post("/v1/jobs", files={"file": (f"slow-{number}.pdf", slow)})
+
+        with ThreadPoolExecutor(UPLOADS) as pool:
+            answers = list(pool.map(upload, range(UPLOADS)))
+    busy = [answer for answer in answers if answer.status_code == 503]
+    assert {answer.status_code for answer in answers} <= {202, 503}, [a.text for a in answers]
+    assert busy, "no inspection passed its time limit: the load was too light to test"
+    for answer in busy:
+        assert answer.json()["error"]["code"] == "busy"
+        assert "too busy" in answer.json()["error"]["message"]
+        assert int(answer.headers["retry-after"]) >= 1
