@@ -48,10 +48,10 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         task_time_limit=settings.task_time_limit_s,
-        # The soft limit leaves task_cleanup_s to record why a page stopped and what it
+        # The soft limit leaves the cleanup time to record why a page stopped and what it
         # cost; a page stuck in C code past that is killed, and the worker's main process
         # records it instead (worker.tasks).
-        task_soft_time_limit=settings.task_time_limit_s - settings.task_cleanup_s,
+        task_soft_time_limit=settings.task_soft_time_limit_s,
         task_routes={
             PREPARE_TASK: {"queue": settings.queue(Stage.prepare)},
             OCR_TASK: {"queue": settings.queue(Stage.ocr)},

@@ -131,17 +131,22 @@ class Settings(BaseSettings):
         "together) before it fails with its last error: no work retries forever.",
     )
     task_time_limit_s: int = Field(900, description="Hard time limit of any one task.")
-    task_cleanup_s: int = Field(
-        30,
+    task_cleanup_s: int | None = Field(
+        None,
         description="Time between a task's soft time limit and its hard kill: a page stopped "
         "at the soft limit has this long to record why and what it cost. 5 s at least, and "
-        "at most half the hard limit.",
+        "at most half the hard limit. Unset: a tenth of the hard limit within 5 to 30 s.",
     )
     textlayer_max_content_bytes: int = Field(
         8 * 1024**2,
         description="A text layer page drawing more than this (decompressed content stream) is "
         "read as plain text, without layout analysis or rendering: layout analysis takes about "
         "3 s a MB of drawing instructions on one core (8 MiB: about 25 s).",
+    )
+    ocr_fallback_max_pixels: int = Field(
+        4_000_000,
+        description="An OCR page whose last attempt hit the time limit is read from its image "
+        "shrunk to at most this many pixels (an A4 page at 200 dpi is 3.9 M).",
     )
     textlayer_max_text_chars: int = Field(
         100_000,
@@ -334,7 +339,7 @@ class Settings(BaseSettings):
                 "PAGEMILL_TASK_TIME_LIMIT_S must be below PAGEMILL_BROKER_VISIBILITY_TIMEOUT_S, "
                 "or Redis redelivers tasks that are still running"
             )
-        if not 5 <= self.task_cleanup_s <= self.task_time_limit_s // 2:
+        if not 5 <= self.task_cleanup_seconds <= self.task_time_limit_s // 2:
             raise ValueError(
                 "PAGEMILL_TASK_CLEANUP_S must be at least 5 s and at most half of "
                 "PAGEMILL_TASK_TIME_LIMIT_S, or a page stopped at the soft limit cannot "
@@ -350,6 +355,16 @@ class Settings(BaseSettings):
         if self.environment == "production" and self.s3_secret_key == DEVELOPMENT_S3_SECRET:
             raise ValueError("PAGEMILL_S3_SECRET_KEY still holds the development default")
         return self
+
+    @property
+    def task_cleanup_seconds(self) -> int:
+        if self.task_cleanup_s is not None:
+            return self.task_cleanup_s
+        return min(30, max(5, self.task_time_limit_s // 10))
+
+    @property
+    def task_soft_time_limit_s(self) -> int:
+        return self.task_time_limit_s - self.task_cleanup_seconds
 
     def queue(self, stage: str) -> str:
         return f"{self.queue_prefix}{stage}"

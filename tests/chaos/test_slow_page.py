@@ -10,6 +10,7 @@ limit cannot interrupt it, so the hard limit kills the pool child.
 
 from __future__ import annotations
 
+import io
 import time
 import zlib
 from pathlib import Path
@@ -17,16 +18,17 @@ from typing import Any
 
 import pymupdf
 import pytest
+from PIL import Image
 from pydantic import ValidationError
 
 from pagemill.settings import Settings
 from tests.chaos.conftest import db_rows, wait_terminal
 from tests.chaos.test_lost_and_killed import submit
 from tests.conftest import SAMPLES
-from worker.engines.base import PageInput
+from worker.engines.base import PageFacts, PageInput
 from worker.engines.router import TEXT_LAYER_ENGINE
 from worker.render import pdf_page_facts
-from worker.stages.budget import fallback_reason
+from worker.stages.budget import TIME_LIMITED, fallback_reason, shrunk_image
 from worker.stages.ocr import _convert
 from worker.stages.quality import convert_checked
 
@@ -57,6 +59,23 @@ def heavy_vector_pdf(path: Path, strokes: int = 300_000) -> Path:
     document.update_stream(xref, b"".join(parts) + compressor.flush(), compress=False)
     document.xref_set_key(xref, "Filter", "/FlateDecode")
     document.save(path)
+    return path
+
+
+def dense_text_pdf(path: Path, chars: int = 90_000) -> Path:
+    """One page of tiny type, under the default 100,000-character budget: layout
+    analysis reads it for most of a minute, mostly in Python."""
+    document = pymupdf.open()
+    page = document.new_page(width=595, height=842)
+    writer = pymupdf.TextWriter(page.rect)
+    line = "dense text for layout analysis to read word by word " * 11
+    for row in range(chars // len(line) + 1):
+        writer.append((2, 2 + (row % 700) * 1.2), line, fontsize=1)
+    writer.write_text(page)
+    writer = pymupdf.TextWriter(page.rect)
+    writer.append((72, 830), SENTENCE, fontsize=1)
+    writer.write_text(page)
+    document.save(path, deflate=True)
     return path
 
 
@@ -148,3 +167,48 @@ def test_a_page_over_the_text_layer_budget_is_read_as_plain_text(tmp_path: Path)
 def test_the_soft_limit_must_leave_time_to_record(cleanup_s: str) -> None:
     with pytest.raises(ValidationError, match="PAGEMILL_TASK_CLEANUP_S"):
         Settings(task_time_limit_s=20, render_timeout_s=15, task_cleanup_s=cleanup_s)
+
+
+def test_the_default_cleanup_is_a_tenth_of_the_hard_limit_within_5_to_30_s() -> None:
+    assert Settings(task_time_limit_s=60, render_timeout_s=45).task_soft_time_limit_s == 54
+    assert Settings(task_time_limit_s=20, render_timeout_s=15).task_soft_time_limit_s == 15
+    assert Settings(task_time_limit_s=600, render_timeout_s=500).task_soft_time_limit_s == 570
+
+
+def test_page_stopped_at_the_soft_limit_records_it_itself(
+    stack_factory: Any, tmp_path: Path
+) -> None:
+    """Layout analysis of dense text is mostly Python, so the soft limit (12 s) stops it
+    within seconds (its longest C call measured 4.5 s) and the task records the failure;
+    the worker never needs to kill the child."""
+    stack, _, _ = stack_factory(
+        PAGEMILL_TASK_TIME_LIMIT_S="24",
+        PAGEMILL_TASK_CLEANUP_S="12",
+        PAGEMILL_RENDER_TIMEOUT_S="20",
+    )
+    stack.start_api()
+    stack.start_worker(concurrency=1)
+    with stack.client() as client:
+        dense = submit(client, dense_text_pdf(tmp_path / "dense.pdf"))
+        assert wait_terminal(dense, JOB_BOUND_S) == "succeeded"
+    page = _page(dense)
+    assert page["engine_failures"] == 1 and page["attempts"] == 2, page
+    assert "exceeded the 24 s time limit" in page["details"]["fallback"], page
+    assert page["seconds"] >= 12, page
+    worker_log = stack.log(f"worker{stack.workers_started}").read_text()
+    assert "Soft time limit (12s) exceeded" in worker_log
+    assert "Hard time limit" not in worker_log
+
+
+def test_an_ocr_page_after_a_time_limit_is_read_from_a_smaller_image() -> None:
+    settings = Settings()
+    facts = PageFacts(1, 2384, 3370, 0, 0, 0, 1.0)  # A0 at 72 dpi
+    reason = fallback_reason(settings, "rapidocr", facts, {TIME_LIMITED: 1})
+    assert reason is not None and "time limit" in reason
+    buffer = io.BytesIO()
+    Image.new("L", (6600, 9350), 255).save(buffer, format="PNG")  # A0 at 200 dpi: 62 M
+    png, dpi = shrunk_image(buffer.getvalue(), 200, settings.ocr_fallback_max_pixels)
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.width * image.height <= settings.ocr_fallback_max_pixels
+        assert image.width * image.height > 0.95 * settings.ocr_fallback_max_pixels
+    assert 45 <= dpi <= 52

@@ -5,12 +5,17 @@ the page for its layout model: a page of two million vector lines takes minutes,
 mostly inside single C calls that no soft time limit can interrupt. Two measurements
 decide, so that such a page is read cheaply before it fails: what prepare measured
 (the page facts, against a budget in the settings), and what an earlier attempt took
-(it was stopped at the time limit). Engines without a cheaper reading ignore it.
+(it was stopped at the time limit). A text layer is then read as plain text; an
+OCR engine reads the page image shrunk to `ocr_fallback_max_pixels`.
 """
 
 from __future__ import annotations
 
+import io
+import math
 from typing import Any
+
+from PIL import Image
 
 from pagemill.domain import human_size
 from pagemill.settings import Settings
@@ -44,3 +49,18 @@ def fallback_reason(
             f"{settings.textlayer_max_text_chars:,} budget for layout analysis"
         )
     return None
+
+
+def shrunk_image(png: bytes, dpi: int, max_pixels: int) -> tuple[bytes, int]:
+    """The page image within `max_pixels`, and its resolution: OCR time grows with the
+    pixels, and text stays readable down to about 150 dpi."""
+    with Image.open(io.BytesIO(png)) as image:
+        pixels = image.width * image.height
+        if pixels <= max_pixels:
+            return png, dpi
+        scale = math.sqrt(max_pixels / pixels)
+        size = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
+        smaller = image.resize(size, Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        smaller.save(out, format="PNG")
+    return out.getvalue(), max(1, int(dpi * scale))

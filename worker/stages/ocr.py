@@ -19,6 +19,7 @@ the engine's cheapest reading (worker.stages.budget).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +42,12 @@ from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine, licence_basis
 from worker.engines.router import TEXT_LAYER_ENGINE
-from worker.stages.budget import TIME_LIMITED, fallback_reason, time_limit_message
+from worker.stages.budget import (
+    TIME_LIMITED,
+    fallback_reason,
+    shrunk_image,
+    time_limit_message,
+)
 from worker.stages.context import StageContext
 from worker.stages.measurements import gpu_measurements
 from worker.stages.quality import Assessed, convert_checked
@@ -97,18 +103,21 @@ class _Basis:
 def run_page(ctx: StageContext, page_id: int, outage_backoff_s: float = 2.0) -> PageRun:
     """Raises StorageUnavailable, with the claim deferred by `outage_backoff_s`, when S3
     cannot be reached."""
+    started = time.monotonic()
     claimed = _claim(ctx, page_id)
     if isinstance(claimed, PageRun):
         return claimed
     try:
-        return _run_claimed(ctx, claimed, outage_backoff_s)
+        return _run_claimed(ctx, claimed, outage_backoff_s, started)
     except SoftTimeLimitExceeded:
         with ctx.sessions.begin() as session:
             attempt = repository.running_attempt(session, claimed.claim)
             return _record_time_limit(session, ctx.settings, attempt)
 
 
-def _run_claimed(ctx: StageContext, claimed: _ClaimedPage, outage_backoff_s: float) -> PageRun:
+def _run_claimed(
+    ctx: StageContext, claimed: _ClaimedPage, outage_backoff_s: float, started: float
+) -> PageRun:
     keys = JobKeys(claimed.claim.job_id)
     basis = _basis(ctx, claimed.engine_name)
     defer = _Deferral(ctx, claimed.claim, outage_backoff_s)
@@ -127,6 +136,10 @@ def _run_claimed(ctx: StageContext, claimed: _ClaimedPage, outage_backoff_s: flo
     except (StorageUnavailable, SoftTimeLimitExceeded):
         raise
     except Exception as error:
+        if time.monotonic() - started >= ctx.settings.task_soft_time_limit_s:
+            # The soft limit raised inside an engine's native callback can come out wrapped
+            # in the engine's own error (onnxruntime's does): past that time, it was the limit.
+            raise SoftTimeLimitExceeded() from error
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
     if assessed.engine != claimed.engine_name:
@@ -200,7 +213,10 @@ def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> Pa
         return PageInput(page.facts, image, page.image_dpi, pdf_page, page.fallback)
     if image is None:
         raise EngineError(f"Page {number} was prepared without an image, so OCR cannot read it.")
-    return PageInput(page.facts, image, page.image_dpi, None, page.fallback)
+    dpi = page.image_dpi
+    if page.fallback is not None:
+        image, dpi = shrunk_image(image, dpi, ctx.settings.ocr_fallback_max_pixels)
+    return PageInput(page.facts, image, dpi, None, page.fallback)
 
 
 def _store_markdown(
