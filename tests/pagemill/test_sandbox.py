@@ -57,7 +57,7 @@ def test_a_hang_is_killed_at_the_wall_clock_limit() -> None:
 
 def test_a_child_that_got_no_cpu_before_the_deadline_was_starved_not_slow() -> None:
     # A sleeping child stands for one the machine never ran: its document is not to blame.
-    with pytest.raises(SandboxStarved, match="took longer than 1 s.*busy"):
+    with pytest.raises(SandboxStarved, match=r"took longer than 1 s.*busy"):
         list(run_sandboxed(CHILD, ["hang"], Limits(2 * 1024**3, 60, 1.0)))
 
 
