@@ -136,9 +136,10 @@ def _run_claimed(
     except (StorageUnavailable, SoftTimeLimitExceeded):
         raise
     except Exception as error:
-        if time.monotonic() - started >= ctx.settings.task_soft_time_limit_s:
+        if time.monotonic() - started >= ctx.settings.task_soft_time_limit_s - 1:
             # The soft limit raised inside an engine's native callback can come out wrapped
             # in the engine's own error (onnxruntime's does): past that time, it was the limit.
+            # (A second's slack: the task started a moment before this stage did.)
             raise SoftTimeLimitExceeded() from error
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
