@@ -10,7 +10,6 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import ParseResult, urlparse
 
 from sqlalchemy.orm import Session
 
@@ -27,6 +26,7 @@ from pagemill.quality.furniture import FurnitureMode
 from pagemill.queue import GPU_ENGINES
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
+from pagemill.webhooks.urls import InvalidWebhookUrl, validate_webhook_url
 from pagemill.workers import registry as workers
 
 ENGINE_CHOICES = ("auto", "textlayer", "rapidocr", "vllm")
@@ -150,16 +150,14 @@ def parse_furniture(raw: str | None) -> FurnitureMode:
 
 
 def check_webhook_url(url: str | None) -> str | None:
+    """The URL to store, by the same check delivery makes before every attempt, so a
+    URL accepted here is one an attempt can send to. Blank means no webhook."""
     if url is None or not url.strip():
         return None
-    parsed = _readable_url(url.strip())
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise SubmissionRejected(
-            "invalid_webhook_url", "The webhook_url must be an absolute http or https URL."
-        )
-    if len(url.strip()) > 2048:
-        raise SubmissionRejected("invalid_webhook_url", "The webhook_url must be under 2 KiB.")
-    return url.strip()
+    try:
+        return validate_webhook_url(url)
+    except InvalidWebhookUrl as invalid:
+        raise SubmissionRejected("invalid_webhook_url", invalid.message) from invalid
 
 
 # Longer names are cut: a name is kept to show the caller, and a client rarely
@@ -174,20 +172,6 @@ def shown_filename(name: str | None) -> str | None:
         return None
     kept = "".join(char for char in name if ord(char) >= 0x20 and ord(char) != 0x7F)
     return kept[:MAX_FILENAME_CHARS] or None
-
-
-def _readable_url(url: str) -> ParseResult | None:
-    """None for a URL with control characters, which no HTTP request line can carry
-    and Postgres cannot store (NUL), or one urlparse cannot read: an unclosed "[" of
-    an IPv6 host, a port that is not a number below 65536."""
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
-        return None
-    try:
-        parsed = urlparse(url)
-        _ = parsed.port
-    except ValueError:
-        return None
-    return parsed
 
 
 def submit_job(

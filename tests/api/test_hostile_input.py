@@ -49,6 +49,13 @@ HOSTILE_FORMS: list[tuple[str, dict[str, str], str]] = [
     ("unclosed IPv6 bracket", {"webhook_url": "http://[::1/"}, "invalid_webhook_url"),
     ("bad port", {"webhook_url": "http://example.com:99999/"}, "invalid_webhook_url"),
     ("NUL in webhook URL", {"webhook_url": "http://example.com/\x00"}, "invalid_webhook_url"),
+    # Accepted at submit once, then refused by the HTTP client at every delivery.
+    ("octal IPv4 host", {"webhook_url": "http://0251.0376.0251.0376/"}, "invalid_webhook_url"),
+    (
+        "CR LF in webhook URL",
+        {"webhook_url": "http://example.com/a\r\nX: y"},
+        "invalid_webhook_url",
+    ),
 ]
 
 
