@@ -16,6 +16,7 @@ from typing import Any
 
 from pagemill.db.models import Job
 from pagemill.domain import JobStatus
+from pagemill.jobs.metadata import renderable_metadata
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
 
@@ -111,7 +112,7 @@ def build_body(job: Job, totals: JobTotals, settings: Settings, store: ObjectSto
             "compute_seconds": round(totals.compute_seconds, 3),
             "quality": totals.quality,
             "license_use": job.license_use.value,
-            "metadata": job.caller_metadata,
+            "metadata": renderable_metadata(job.caller_metadata),
             "created_at": _iso(job.created_at),
             "finished_at": _iso(finished_at),
             "links": links(job, settings, store),
