@@ -26,6 +26,7 @@ from pagemill.queue import (
     ocr_message_taken,
     publish_finalize,
     publish_ocr,
+    publish_prepare,
 )
 from pagemill.settings import get_settings
 from pagemill.storage import StorageUnavailable, get_object_store
@@ -34,7 +35,7 @@ from worker.celery_app import app
 from worker.stages.context import StageContext
 from worker.stages.finalize import fail_unstorable_job, finalize_job
 from worker.stages.ocr import PageOutcome, PageRun, record_time_limit_kill, run_page
-from worker.stages.prepare import PrepareRetry, prepare_job
+from worker.stages.prepare import PrepareRetry, prepare_job, record_prepare_time_limit_kill
 from worker.webhook_tasks import publish_job_webhooks
 
 log = logging.getLogger(__name__)
@@ -93,16 +94,24 @@ def _count_hard_time_limit(
     **_: Any,
 ) -> None:
     # Sent in the worker's main process when it kills a pool child at the hard time limit;
-    # the child could record nothing, and its message is acknowledged, so the page's
-    # failure is recorded and its retry published here.
-    if sender is None or sender.name != OCR_TASK or not isinstance(exception, TimeLimitExceeded):
+    # the child could record nothing, and its message is acknowledged, so the failure is
+    # recorded and the retry published here.
+    if sender is None or not isinstance(exception, TimeLimitExceeded):
         return
-    page_id = int(args[0])
     try:
-        run = record_time_limit_kill(session_factory(), get_settings(), page_id)
-        _publish_next(page_id, run)
+        if sender.name == OCR_TASK:
+            page_id = int(args[0])
+            _publish_next(
+                page_id, record_time_limit_kill(session_factory(), get_settings(), page_id)
+            )
+        elif sender.name == PREPARE_TASK:
+            job_id = uuid.UUID(args[0])
+            if record_prepare_time_limit_kill(session_factory(), get_settings(), job_id):
+                publish_prepare(str(job_id))
     except Exception:
-        log.exception("page %s: could not record its time limit; the reaper will retry it", page_id)
+        log.exception(
+            "%s %s: could not record its time limit; the reaper will retry it", sender.name, args
+        )
 
 
 @app.task(name=FINALIZE_TASK, bind=True, max_retries=get_settings().outage_retries)

@@ -471,19 +471,34 @@ def take_unfinalized_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]
     )
 
 
-def count_prepare_failure(session: Session, job_id: uuid.UUID, attempt: int) -> int:
+def count_prepare_failure(session: Session, job_id: uuid.UUID, attempt: int, why: str) -> int:
     """Count a renderer failure and release the lease at once, so the retry need not
-    wait for it to run out. Returns the failures so far."""
+    wait for it to run out; the reason is kept for the claims cap. Returns the failures
+    so far."""
     failures = session.scalar(
         update(Job)
         .where(Job.id == job_id, Job.prepare_attempts == attempt)
         .values(
             prepare_failures=Job.prepare_failures + 1,
             prepare_lease_expires_at=func.now(),
+            error_message=why[:1000],
         )
         .returning(Job.prepare_failures)
     )
     return int(failures or 0)
+
+
+def running_prepare_attempt(session: Session, job_id: uuid.UUID) -> int | None:
+    """The attempt of a running job whose prepare holds a lease, or None."""
+    return session.scalar(
+        select(Job.prepare_attempts)
+        .where(
+            Job.id == job_id,
+            Job.status == JobStatus.running,
+            Job.prepare_lease_expires_at.is_not(None),
+        )
+        .with_for_update()
+    )
 
 
 def release_prepare(session: Session, job_id: uuid.UUID, attempt: int, why: str) -> None:

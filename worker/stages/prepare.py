@@ -20,13 +20,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.db.models import Page
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import JobStatus
 from pagemill.jobs import repository
+from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
@@ -100,6 +103,10 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
         except SandboxFailed as failure:
             _record_render_failure(ctx, job_id, attempt, str(failure))
             return 0
+        except SoftTimeLimitExceeded:
+            # The soft limit leaves time to record the failure before the hard kill.
+            _record_render_failure(ctx, job_id, attempt, prepare_time_limit_message(ctx.settings))
+            return 0
         except Exception as error:
             # Storage or database trouble: free the job for the retry at once.
             _release(ctx, job_id, attempt, str(error))
@@ -164,19 +171,48 @@ def _job_still_running(ctx: StageContext, job_id: uuid.UUID) -> bool:
         return repository.job_is_running(session, job_id)
 
 
+def prepare_time_limit_message(settings: Settings) -> str:
+    return f"preparing the document exceeded the {settings.task_time_limit_s} s time limit"
+
+
+def record_prepare_time_limit_kill(
+    sessions: sessionmaker[Session], settings: Settings, job_id: uuid.UUID
+) -> bool:
+    """Called by the worker's main process when a pool child preparing this job was
+    killed at the hard time limit, so the child could record nothing itself. Returns
+    whether the job should be prepared again.
+
+    The attempt is the job's running prepare: its lease outlasts the time limit, so
+    no other attempt can have claimed the job meanwhile.
+    """
+    why = prepare_time_limit_message(settings)
+    with sessions.begin() as session:
+        attempt = repository.running_prepare_attempt(session, job_id)
+        if attempt is None:
+            return False
+        log.warning("job %s prepare attempt %s: %s", job_id, attempt, why)
+        failures = repository.count_prepare_failure(session, job_id, attempt, why)
+        if failures < settings.prepare_max_failures:
+            return True
+        repository.complete_job(
+            session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
+        )
+        return False
+
+
+def _failed_message(why: str, failures: int) -> str:
+    return f"The document could not be prepared: {why} ({failures} attempts)."
+
+
 def _record_render_failure(ctx: StageContext, job_id: uuid.UUID, attempt: int, why: str) -> None:
     """A crash or a timeout may be the machine's fault once; a few in a row are the
     document's. Below the cap the lease is released so the job is tried again."""
     log.warning("job %s prepare attempt %s: %s", job_id, attempt, why)
     with ctx.sessions.begin() as session:
-        failures = repository.count_prepare_failure(session, job_id, attempt)
+        failures = repository.count_prepare_failure(session, job_id, attempt, why)
         if failures >= ctx.settings.prepare_max_failures:
             repository.complete_job(
-                session,
-                job_id,
-                JobStatus.failed,
-                "prepare_failed",
-                f"The document could not be prepared: {why} ({failures} attempts).",
+                session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
             )
             return
     raise PrepareRetry(why)
