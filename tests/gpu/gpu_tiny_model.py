@@ -62,18 +62,10 @@ class TinyModelPlan:
 
 
 def build_tokenizer(target: Path) -> object:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tiny_tokenizer import train_byte_level_bpe
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(CORPUS * 4, trainer=trainer)
+    tokenizer = train_byte_level_bpe(CORPUS, VOCAB_SIZE, SPECIAL_TOKENS, unk_token="<unk>")
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="<unk>",

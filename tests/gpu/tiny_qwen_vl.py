@@ -90,18 +90,11 @@ class TinyQwenVl:
 
 
 def build_tokenizer(target: Path) -> object:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tiny_tokenizer import train_byte_level_bpe
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - len(FRONT_MATTER_TOKENS),
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(CORPUS * 4, trainer=trainer)
+    tokenizer = train_byte_level_bpe(CORPUS, VOCAB_SIZE - len(FRONT_MATTER_TOKENS), SPECIAL_TOKENS)
     tokenizer.add_tokens([AddedToken(t, normalized=False) for t in FRONT_MATTER_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
