@@ -12,16 +12,9 @@ from typing import Any
 
 from bench.common import ROOT, Plan, median, summary, verdict
 from bench.stack import BENCH_ENV, RUN_ID
+from tests.support.vllm_cpu_env import VLLM_CPU_ENV
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-VLLM_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}
 
 
 def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
@@ -52,7 +45,7 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
         # The image model's pages take seconds each on 2 cores: full runs only.
         *(["--smoke"] if plan.smoke else ["--modes", "vllm,standin,glm"]),
     ]
-    env = {**os.environ, **VLLM_ENV, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **VLLM_CPU_ENV, "PYTHONPATH": str(ROOT)}
     log_path = plan.workdir / "gpu-driver.log"
     with log_path.open("wb") as sink:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=sink)

@@ -15,7 +15,6 @@ the benchmark's GPU worker (bench/gpu_app.py). Runs in .venv-vllm only.
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import threading
@@ -24,18 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support import vllm_cpu_env
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/gpu"))
 
-for _name, _value in {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}.items():
-    os.environ.setdefault(_name, _value)
+vllm_cpu_env.apply()
 
 TOKENS_PER_PAGE = 1085
 TOKENS_SPREAD = 150  # standard deviation of the drawn output lengths

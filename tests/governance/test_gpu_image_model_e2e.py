@@ -27,18 +27,10 @@ import pytest
 from tests.chaos.conftest import db_rows
 from tests.conftest import SAMPLES, TEST_ENV, TMP_ROOT, wait_for_job
 from tests.support import services
+from tests.support.vllm_cpu_env import VLLM_CPU_ENV
 
 VLLM_PYTHON = services.ROOT / ".venv-vllm" / "bin" / "python"
 GPU_PRICE_USD_PER_HOUR = Decimal("0.80")
-# vLLM's CPU build, as mk/gpu.mk runs it.
-VLLM_CPU_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}
 
 pytestmark = [
     pytest.mark.skipif(

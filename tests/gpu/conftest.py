@@ -17,16 +17,9 @@ from typing import Any
 
 import pytest
 
-# vLLM reads these at import; the Makefile sets them too.
-for _name, _value in {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-}.items():
-    os.environ.setdefault(_name, _value)
+from tests.support import vllm_cpu_env
+
+vllm_cpu_env.apply()
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
