@@ -26,6 +26,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from tiny_tokenizer import DOCUMENT_SENTENCES
+
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
 VOCAB_SIZE = 512
 HIDDEN = 128
@@ -36,18 +38,7 @@ TAIL_TOKENS = 6
 CYCLE_TOKENS = 3
 
 # Enough text for a 512-token byte-level BPE to learn real merges.
-CORPUS = [
-    "Invoice number 2041 was issued on the third of March to Harbour Supplies Ltd.",
-    "The total amount due is four hundred and twelve euros, payable within thirty days.",
-    "Table 3 lists the quarterly revenue by region: north, south, east and west.",
-    "Each page of the scanned report is transcribed into Markdown in reading order.",
-    "Figures and charts keep their captions; headers and footers are left out.",
-    "The committee met on Tuesday and approved the budget for the next fiscal year.",
-    "Section 2.1 describes the method; section 2.2 reports the results in detail.",
-    "Payment terms: net thirty. Late payments accrue interest at two percent a month.",
-    "The warehouse inventory counted 1,250 pallets, 38 of them damaged in transit.",
-    "Signed by the director of operations and witnessed by the company secretary.",
-]
+CORPUS = DOCUMENT_SENTENCES
 
 
 @dataclass(frozen=True)

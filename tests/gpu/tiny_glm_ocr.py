@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tiny_tokenizer import DOCUMENT_SENTENCES
+
 MtpKind = Literal["random", "follow", "noisy"]
 MTP_KINDS: tuple[MtpKind, ...] = ("random", "follow", "noisy")
 
@@ -95,16 +97,7 @@ SPECIAL_TOKENS = [
 CORPUS = [
     "Text Recognition: transcribe the document image in reading order.",
     "Table Recognition and Formula Recognition return HTML tables and LaTeX.",
-    "Invoice number 2041 was issued on the third of March to Harbour Supplies Ltd.",
-    "The total amount due is four hundred and twelve euros, payable within thirty days.",
-    "Table 3 lists the quarterly revenue by region: north, south, east and west.",
-    "Each page of the scanned report is transcribed into Markdown in reading order.",
-    "Figures and charts keep their captions; headers and footers are left out.",
-    "The committee met on Tuesday and approved the budget for the next fiscal year.",
-    "Section 2.1 describes the method; section 2.2 reports the results in detail.",
-    "Payment terms: net thirty. Late payments accrue interest at two percent a month.",
-    "The warehouse inventory counted 1,250 pallets, 38 of them damaged in transit.",
-    "Signed by the director of operations and witnessed by the company secretary.",
+    *DOCUMENT_SENTENCES,
     "Quarterly revenue report for the northern region, by month and product line.",
     "Shipping address, billing address, purchase order, delivery note and receipt.",
 ]

@@ -7,6 +7,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+# Sentences of the kind the tiny models are asked to write: every tokenizer
+# learns their words, so the text a test plants decodes without byte soup.
+DOCUMENT_SENTENCES = [
+    "Invoice number 2041 was issued on the third of March to Harbour Supplies Ltd.",
+    "The total amount due is four hundred and twelve euros, payable within thirty days.",
+    "Table 3 lists the quarterly revenue by region: north, south, east and west.",
+    "Each page of the scanned report is transcribed into Markdown in reading order.",
+    "Figures and charts keep their captions; headers and footers are left out.",
+    "The committee met on Tuesday and approved the budget for the next fiscal year.",
+    "Section 2.1 describes the method; section 2.2 reports the results in detail.",
+    "Payment terms: net thirty. Late payments accrue interest at two percent a month.",
+    "The warehouse inventory counted 1,250 pallets, 38 of them damaged in transit.",
+    "Signed by the director of operations and witnessed by the company secretary.",
+]
+
 
 def train_byte_level_bpe(
     corpus: Sequence[str],
