@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pagemill.accounting.totals import job_usage
 from pagemill.db.models import Job, Page
 from pagemill.domain import JobStatus, LicenseUse, PageStatus
 from pagemill.jobs.metadata import renderable_metadata
@@ -114,6 +115,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         done += not_yet_prepared
         not_yet_prepared = 0
     self_url = f"{base_url.rstrip('/')}/v1/jobs/{job.id}"
+    usage = job_usage(pages)
     return {
         "id": job.id,
         "status": job.status,
@@ -139,13 +141,13 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
             failed=counts[PageStatus.failed],
             cancelled=counts[PageStatus.cancelled],
         ),
-        "compute_seconds": sum(page.compute_seconds or 0.0 for page in pages),
+        "compute_seconds": usage.device_seconds,
         "quote_usd": job.quote_usd,
         "max_cost_usd": job.max_cost_usd,
-        "usage": _usage(pages),
+        "usage": _usage(pages, usage.device_seconds),
         "quality": job_quality(pages),
         "furniture": job.furniture,
-        "cost_usd": sum((page.cost_usd or Decimal(0) for page in pages), Decimal(0)),
+        "cost_usd": usage.cost_usd,
         "error": ErrorOut(code=job.error_code, message=job.error_message or "")
         if job.error_code
         else None,
@@ -156,13 +158,13 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
     }
 
 
-def _usage(pages: list[Page]) -> UsageOut:
+def _usage(pages: list[Page], device_seconds: float) -> UsageOut:
     drafted = sum(page.spec_draft_tokens or 0 for page in pages)
     accepted = sum(page.spec_accepted_tokens or 0 for page in pages)
     return UsageOut(
         prompt_tokens=sum(page.prompt_tokens or 0 for page in pages),
         output_tokens=sum(page.output_tokens or 0 for page in pages),
-        device_seconds=sum(page.compute_seconds or 0.0 for page in pages),
+        device_seconds=device_seconds,
         spec_draft_tokens=drafted,
         spec_accepted_tokens=accepted,
         acceptance_rate=accepted / drafted if drafted else None,

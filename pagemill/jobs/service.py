@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session
 
+from pagemill.accounting.quote import quote_usd
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentInfo
 from pagemill.documents.pagerange import (
@@ -32,9 +33,6 @@ from pagemill.workers import registry as workers
 ENGINE_CHOICES = ("auto", "textlayer", "rapidocr", "vllm")
 # Engines whose models may forbid commercial use, and so need a licensed worker.
 LICENCE_GATED_ENGINES = frozenset({"vllm"})
-# Pages whose recent cost makes up the quote: enough to smooth noise, recent
-# enough to follow a price change.
-QUOTE_WINDOW_PAGES = 500
 
 
 class SubmissionRejected(InputRejected):
@@ -283,16 +281,6 @@ def _check_licensed_capacity(
             "contact the operator.",
             409,
         )
-
-
-def quote_usd(session: Session, settings: Settings, engine: str, pages: int) -> Decimal:
-    """Pages x the recent mean cost per page of the engine that will run them (the
-    OCR engine: text-layer pages only ever cost less)."""
-    mean = repository.mean_cost_per_page(session, engine, QUOTE_WINDOW_PAGES)
-    if mean is None:
-        price = Decimal(str(settings.device_price_usd_per_hour))
-        mean = Decimal(str(settings.quote_fallback_seconds_per_page)) * price / 3600
-    return (mean * pages).quantize(Decimal("0.00000001"))
 
 
 def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:

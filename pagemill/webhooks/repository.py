@@ -6,14 +6,15 @@ attempt checks that counter, so duplicate messages change nothing.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from sqlalchemy import Select, func, literal, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from pagemill.accounting.totals import job_usage
 from pagemill.db.models import Client, Job, Page
 from pagemill.jobs.summaries import job_quality
 from pagemill.webhooks.models import (
@@ -29,21 +30,14 @@ from pagemill.webhooks.payload import JobTotals
 
 
 def job_totals(session: Session, job_id: uuid.UUID) -> JobTotals:
-    rows = session.execute(
-        select(
-            Page.status,
-            func.count(),
-            func.coalesce(func.sum(Page.cost_usd), 0),
-            func.coalesce(func.sum(Page.compute_seconds), 0.0),
-        )
-        .where(Page.job_id == job_id)
-        .group_by(Page.status)
-    ).all()
+    pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
+    by_status = Counter(page.status.value for page in pages)
+    usage = job_usage(pages)
     return JobTotals(
-        pages_by_status={status.value: count for status, count, _, _ in rows},
-        cost_usd=sum((Decimal(cost or 0) for _, _, cost, _ in rows), Decimal(0)),
-        compute_seconds=sum(float(seconds or 0) for _, _, _, seconds in rows),
-        quality=job_quality(list(session.scalars(select(Page).where(Page.job_id == job_id)))),
+        pages_by_status=dict(by_status),
+        cost_usd=usage.cost_usd,
+        compute_seconds=usage.device_seconds,
+        quality=job_quality(pages),
     )
 
 

@@ -24,13 +24,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
+from pagemill.accounting.pricing import page_charge
+from pagemill.accounting.seconds import attempts_seconds
 from pagemill.domain import PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.repository import PageClaim, RunningAttempt
@@ -247,11 +248,8 @@ def _record_success(
 ) -> PageRun:
     claim = page.claim
     result = assessed.result
-    price = ctx.settings.device_price_usd_per_hour
     worker = registration.worker_id()
-    # Attempts stopped at the time limit were charged when they stopped; the page's
-    # cost is what all its attempts took.
-    seconds = page.charged_seconds + result.compute_seconds
+    seconds = attempts_seconds(page.charged_seconds, result.compute_seconds)
     with ctx.sessions.begin() as session:
         finished = repository.finish_page(
             session,
@@ -259,10 +257,7 @@ def _record_success(
             {
                 "status": PageStatus.succeeded,
                 "engine": assessed.engine,
-                "device_kind": ctx.settings.device_kind,
-                "compute_seconds": seconds,
-                "cost_usd": _cost_usd(seconds, price),
-                "price_usd_per_hour": Decimal(str(price)),
+                **page_charge(ctx.settings, seconds),
                 "output_chars": len(result.markdown),
                 "prompt_tokens": result.prompt_tokens,
                 "output_tokens": result.output_tokens,
@@ -342,8 +337,7 @@ def _record_time_limit(
     final = failures >= settings.page_max_attempts
     message = f"Page {claim.number} {time_limit_message(settings)}"
     log.warning("page %s attempt %s: %s", claim.page_id, claim.attempt, message)
-    seconds = attempt.charged_seconds + attempt.elapsed_seconds
-    price = settings.device_price_usd_per_hour
+    seconds = attempts_seconds(attempt.charged_seconds, attempt.elapsed_seconds)
     written = repository.finish_page(
         session,
         claim,
@@ -355,10 +349,7 @@ def _record_time_limit(
                 **attempt.engine_details,
                 TIME_LIMITED: int(attempt.engine_details.get(TIME_LIMITED, 0)) + 1,
             },
-            "device_kind": settings.device_kind,
-            "compute_seconds": seconds,
-            "cost_usd": _cost_usd(seconds, price),
-            "price_usd_per_hour": Decimal(str(price)),
+            **page_charge(settings, seconds),
         },
     )
     if not written:
@@ -373,9 +364,3 @@ def _record_time_limit(
         )
     complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
-
-
-def _cost_usd(compute_seconds: float, price_usd_per_hour: float) -> Decimal:
-    return (Decimal(str(compute_seconds)) * Decimal(str(price_usd_per_hour)) / 3600).quantize(
-        Decimal("0.00000001")
-    )

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pagemill.accounting.seconds import orientation_seconds, repaired_seconds
 from pagemill.quality.checks import CheckResult, run_checks
 from pagemill.quality.score import page_score, verdict
 from worker.engines.base import EngineResult, PageInput
@@ -112,7 +113,7 @@ def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> A
     if outcome == "repaired" or page_score(second) > page_score(first):
         charged = dataclasses.replace(
             second_result,
-            compute_seconds=second_result.compute_seconds + result.compute_seconds,
+            compute_seconds=repaired_seconds(result.compute_seconds, second_result.compute_seconds),
         )
         return Assessed(
             ocr_engine,
@@ -126,7 +127,8 @@ def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> A
         )
     # The repair did no better: keep the first answer, flagged, but pay for both.
     kept = dataclasses.replace(
-        result, compute_seconds=result.compute_seconds + second_result.compute_seconds
+        result,
+        compute_seconds=repaired_seconds(result.compute_seconds, second_result.compute_seconds),
     )
     return Assessed(TEXT_LAYER_ENGINE, kept, blank, first, page_score(first), "degraded", repair)
 
@@ -165,9 +167,7 @@ def _read(
         upright = rotate_png(page.require_image(), orientation.rotation)
         page = dataclasses.replace(page, image_png=upright)
     result = convert(engine, page)
-    # Detection ran on this worker's CPU: it is charged with a CPU engine's page, while a GPU
-    # page's compute is device seconds, which it did not use.
-    extra_seconds = orientation.cpu_seconds if result.device_kind == "cpu" else 0.0
+    extra_seconds = orientation_seconds(orientation.cpu_seconds, result.device_kind)
     recorded = dataclasses.replace(
         result,
         compute_seconds=result.compute_seconds + extra_seconds,
