@@ -11,6 +11,7 @@ COPY pyproject.toml README.md LICENSE alembic.ini ./
 COPY pagemill ./pagemill
 COPY api ./api
 COPY worker ./worker
+COPY cli ./cli
 COPY migrations ./migrations
 RUN pip install .
 RUN useradd --create-home pagemill

@@ -15,7 +15,7 @@ from tests.support.services import ROOT
 
 def pagemill(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pagemill.cli.main", *args],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
         capture_output=True,

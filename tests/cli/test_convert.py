@@ -25,7 +25,7 @@ def test_convert_works_with_every_service_unreachable(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pagemill.cli.main",
+            "cli.main",
             "convert",
             *sorted(SAMPLES.iterdir()),
             "-o",
@@ -59,7 +59,7 @@ def test_convert_works_with_every_service_unreachable(tmp_path: Path) -> None:
 
 
 def test_convert_pages_and_bad_input(tmp_path: Path) -> None:
-    run = [sys.executable, "-m", "pagemill.cli.main", "convert", "-o", str(tmp_path)]
+    run = [sys.executable, "-m", "cli.main", "convert", "-o", str(tmp_path)]
     result = subprocess.run(
         [*run, "--pages", "2", str(SAMPLES / "invoice-multipage.pdf")],
         cwd=ROOT,

@@ -19,7 +19,7 @@ from tests.support.services import ROOT
 
 def convert(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pagemill.cli.main", "convert", *args],
+        [sys.executable, "-m", "cli.main", "convert", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pagemill.evaluation.discovery import discover, invoice_record_problem
+from cli.evaluation.discovery import discover, invoice_record_problem
 
 INVOICE = [{"issuer": "Acme", "invoice_number": "7", "lines": [{"name": "Widget", "qty": 1}]}]
 

@@ -57,7 +57,7 @@ def write_handcrafted(folder: Path) -> None:
 
 def run_eval(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pagemill.cli.main", "eval", *map(str, args)],
+        [sys.executable, "-m", "cli.main", "eval", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

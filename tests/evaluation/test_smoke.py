@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pagemill.evaluation.aggregate import METRICS_BY_NAME
-from pagemill.evaluation.degrade import VARIANT_KINDS
+from cli.evaluation.aggregate import METRICS_BY_NAME
+from cli.evaluation.degrade import VARIANT_KINDS
 from tests.support.services import ROOT
 
 THRESHOLDS = Path(__file__).with_name("thresholds.json")
@@ -29,7 +29,7 @@ def test_the_engines_meet_the_thresholds(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pagemill.cli.main",
+            "cli.main",
             "eval",
             str(CORPUS),
             "--variants",

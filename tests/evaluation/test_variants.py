@@ -10,10 +10,10 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from pagemill.evaluation.degrade import VARIANT_KINDS, degrade
-from pagemill.evaluation.discovery import discover
-from pagemill.evaluation.evaluate import VariantOptions, plan_evaluation
-from pagemill.evaluation.variants import make_variants
+from cli.evaluation.degrade import VARIANT_KINDS, degrade
+from cli.evaluation.discovery import discover
+from cli.evaluation.evaluate import VariantOptions, plan_evaluation
+from cli.evaluation.variants import make_variants
 
 PARAGRAPH = "Quarterly report of the harbour office, with the tonnage landed per month."
 

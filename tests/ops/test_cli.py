@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from typer.testing import CliRunner
 
-from pagemill.cli.main import app
+from cli.main import app
 from pagemill.db.session import session_scope
 from pagemill.ops.catalog import VIEWS
 from pagemill.ops.repository import read_rows

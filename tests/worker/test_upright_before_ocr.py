@@ -148,7 +148,7 @@ def test_a_sideways_scan_reads_through_the_worker(
 def test_a_sideways_scan_reads_in_pagemill_convert(tmp_path: Path) -> None:
     command = ["convert", str(SIDEWAYS_SCAN), "-o", str(tmp_path)]
     result = subprocess.run(
-        [sys.executable, "-m", "pagemill.cli.main", *command],
+        [sys.executable, "-m", "cli.main", *command],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pagemill.evaluation.discovery import GroundTruth, load_invoice_fields
+from cli.evaluation.discovery import GroundTruth, load_invoice_fields
 from pagemill.quality.metrics import (
     FieldRecall,
     TableAgreement,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pagemill.evaluation.runner import DocumentRun
-from pagemill.evaluation.scoring import DocumentScores
+from cli.evaluation.runner import DocumentRun
+from cli.evaluation.scoring import DocumentScores
 
 ALL = "all"
 

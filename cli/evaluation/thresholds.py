@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pagemill.evaluation.aggregate import METRICS_BY_NAME, Aggregate
+from cli.evaluation.aggregate import METRICS_BY_NAME, Aggregate
 
 
 class ThresholdsInvalid(ValueError):

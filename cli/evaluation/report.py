@@ -9,10 +9,10 @@ from typing import Any
 
 from rich.table import Table
 
-from pagemill.evaluation.aggregate import METRICS, Aggregate
-from pagemill.evaluation.evaluate import Evaluation
-from pagemill.evaluation.runner import DocumentRun
-from pagemill.evaluation.thresholds import ThresholdCheck
+from cli.evaluation.aggregate import METRICS, Aggregate
+from cli.evaluation.evaluate import Evaluation
+from cli.evaluation.runner import DocumentRun
+from cli.evaluation.thresholds import ThresholdCheck
 from pagemill.quality.score import Verdict, job_verdict
 
 

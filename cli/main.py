@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pagemill.cli.progress import progress_bar
+from cli.progress import progress_bar
 from pagemill.ops.catalog import VIEWS as OPS_VIEWS
 
 app = typer.Typer(help="pagemill: documents in, Markdown out.", no_args_is_help=True)
@@ -46,7 +46,7 @@ def convert(
     ] = "separate",
 ) -> None:
     """Convert documents here, in this process, with no servers."""
-    from pagemill.cli.convert import convert_file
+    from cli.convert import convert_file
     from pagemill.documents.inspect import DocumentRejected
     from pagemill.documents.pagerange import PageRangeError
     from pagemill.quality.furniture import FurnitureMode
@@ -128,7 +128,7 @@ def evaluate(
     ] = None,
 ) -> None:
     """Score the pipeline's output against ground truth in a folder, with no servers."""
-    from pagemill.cli.evaluate import evaluate_command
+    from cli.evaluate import evaluate_command
 
     evaluate_command(
         folder, out, engine, variants, variant_pages, variant_kinds, seed, thresholds, work_dir
@@ -144,7 +144,7 @@ def eval_variants(
     kinds: Annotated[str | None, typer.Option(help="Comma-separated, e.g. noise,blur.")] = None,
 ) -> None:
     """Make scanned variants of born-digital PDFs, with their text layer as reference."""
-    from pagemill.cli.evaluate import variants_command
+    from cli.evaluate import variants_command
 
     variants_command(source, out, pages, seed, kinds)
 
@@ -234,7 +234,7 @@ def migrate(revision: Annotated[str, typer.Argument()] = "head") -> None:
 
 
 def _project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 @client_app.command("create")

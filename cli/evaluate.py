@@ -1,7 +1,7 @@
 """`pagemill eval` and `pagemill eval-variants`: output quality against ground truth.
 
 Documents go through `pagemill convert`'s in-process pipeline, so no server is needed.
-The folder layout is described in `pagemill/evaluation/discovery.py` and the README.
+The folder layout is described in `cli/evaluation/discovery.py` and the README.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ import typer
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
 
-from pagemill.cli.progress import progress_bar
-from pagemill.evaluation.degrade import VARIANT_KINDS
-from pagemill.evaluation.evaluate import (
+from cli.evaluation.degrade import VARIANT_KINDS
+from cli.evaluation.evaluate import (
     Evaluation,
     VariantOptions,
     plan_evaluation,
     run_evaluation,
 )
-from pagemill.evaluation.report import aggregates_table, documents_table, results_json
-from pagemill.evaluation.runner import DocumentRun
-from pagemill.evaluation.thresholds import (
+from cli.evaluation.report import aggregates_table, documents_table, results_json
+from cli.evaluation.runner import DocumentRun
+from cli.evaluation.thresholds import (
     ThresholdsInvalid,
     check_thresholds,
     load_thresholds,
 )
-from pagemill.evaluation.variants import make_variants
+from cli.evaluation.variants import make_variants
+from cli.progress import progress_bar
 
 ENGINES = ("auto", "textlayer", "rapidocr")
 # Exit statuses: 1 is a result that falls short (a document failed, a threshold was

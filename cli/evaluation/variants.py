@@ -24,8 +24,8 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from pagemill.evaluation.degrade import VARIANT_KINDS, degrade
-from pagemill.evaluation.discovery import documents_under, find_ground_truth
+from cli.evaluation.degrade import VARIANT_KINDS, degrade
+from cli.evaluation.discovery import documents_under, find_ground_truth
 from worker.engines.registry import render_dpi_for
 from worker.engines.router import route_page
 from worker.render import pdf_page_facts

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pagemill.evaluation.degrade import VARIANT_KINDS
+from cli.evaluation.degrade import VARIANT_KINDS
 
 DOCUMENT_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"})
 GROUND_TRUTH_FOLDER = "groundtruth"

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pagemill.cli.convert import convert_file
-from pagemill.evaluation.discovery import EvalCase
-from pagemill.evaluation.scoring import DocumentScores, score_document
+from cli.convert import convert_file
+from cli.evaluation.discovery import EvalCase
+from cli.evaluation.scoring import DocumentScores, score_document
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pagemill.evaluation.aggregate import Aggregate, aggregates_by_group
-from pagemill.evaluation.degrade import VARIANT_KINDS
-from pagemill.evaluation.discovery import EvalCase, discover
-from pagemill.evaluation.runner import DocumentRun, run_case
-from pagemill.evaluation.variants import make_variants
+from cli.evaluation.aggregate import Aggregate, aggregates_by_group
+from cli.evaluation.degrade import VARIANT_KINDS
+from cli.evaluation.discovery import EvalCase, discover
+from cli.evaluation.runner import DocumentRun, run_case
+from cli.evaluation.variants import make_variants
 
 VARIANTS_FOLDER = "variants"
 OUTPUTS_FOLDER = "outputs"
