@@ -21,10 +21,10 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
+from pagemill.documents.facts import image_coverage, trace_text
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
 
-REPLACEMENT_CHAR = "\ufffd"
 # Pillow's default pixel guard; scans beyond it are decompression bombs, not documents.
 Image.MAX_IMAGE_PIXELS = 180_000_000
 # Resolution assumed for an image that does not state its own.
@@ -136,42 +136,24 @@ def encode_png(pixmap: pymupdf.Pixmap) -> bytes:
 
 
 def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
-    visible = invisible = unreadable = 0
-    visible_by_direction: Counter[int] = Counter()
-    for span in page.get_texttrace():
-        characters = span["chars"]
-        count = sum(1 for char in characters if not chr(char[0]).isspace())
-        unreadable += sum(1 for char in characters if chr(char[0]) == REPLACEMENT_CHAR)
-        # Render mode 3 draws nothing: the text a scanner's OCR lays over its image.
-        if span["type"] == 3:
-            invisible += count
-        else:
-            visible += count
-            visible_by_direction[_quarter_turn(span["dir"])] += count
-    image_coverage = _image_coverage(page)
+    trace = trace_text(page)
+    coverage = image_coverage(page)
     return PageFacts(
         number=number,
         width_pt=float(page.rect.width),
         height_pt=float(page.rect.height),
-        text_chars=visible + invisible,
-        unreadable_chars=unreadable,
-        invisible_text_chars=invisible,
-        image_coverage=image_coverage,
+        text_chars=trace.visible_chars + trace.invisible_chars,
+        unreadable_chars=trace.unreadable_chars,
+        invisible_text_chars=trace.invisible_chars,
+        image_coverage=coverage,
         rotation=int(page.rotation),
         text_upright_turn=_text_upright_turn(
-            visible_by_direction, image_coverage, int(page.rotation)
+            trace.visible_by_direction, coverage, int(page.rotation)
         ),
         # Decompressing is cheap (milliseconds for 14 MB); counting the drawings would cost
         # as much as drawing them.
         content_bytes=len(page.read_contents()),
     )
-
-
-def _quarter_turn(direction: Sequence[float]) -> int:
-    """A span's writing direction as the nearest quarter turn, clockwise degrees on the
-    unrotated page (PDF space with y down: (1, 0) is 0, (0, -1), text running up, 270)."""
-    degrees = math.degrees(math.atan2(direction[1], direction[0]))
-    return round(degrees / 90) % 4 * 90
 
 
 def _text_upright_turn(
@@ -186,20 +168,6 @@ def _text_upright_turn(
     # Rendering applies /Rotate clockwise on top of the text's own direction; undoing both
     # sets the text's lines running left to right.
     return -(direction + page_rotation) % 360
-
-
-def _image_coverage(page: pymupdf.Page) -> float:
-    page_rect = page.rect
-    page_area = page_rect.width * page_rect.height
-    if page_area <= 0:
-        return 0.0
-    # Overlapping images are rare on real pages; the sum is capped rather than unioned.
-    covered = 0.0
-    for info in page.get_image_info():
-        box = pymupdf.Rect(info["bbox"]) & page_rect
-        if not box.is_empty:
-            covered += box.width * box.height
-    return min(1.0, covered / page_area)
 
 
 def _dpi_within_budget(width_pt: float, height_pt: float, dpi: int, max_pixels: int) -> int:

@@ -6,12 +6,15 @@ content type.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pymupdf
 from PIL import Image, ImageSequence
 
+from pagemill.documents.facts import TextLayerFacts, text_layer_facts
 from pagemill.documents.sandbox import (
     DocumentVerdict,
     Limits,
@@ -29,6 +32,13 @@ _MAGIC: list[tuple[bytes, SourceKind]] = [
     (b"II*\x00", SourceKind.tiff),
     (b"MM\x00*", SourceKind.tiff),
 ]
+
+# Measuring each page's text layer is only for the quote: it stops after this long, so
+# a long document does not hold its upload back (the pages left are quoted as OCR).
+FACTS_BUDGET_S = 2.0
+# A page drawing more than this is left unmeasured: tracing its text would cost about as
+# much as drawing it (pagemill.settings textlayer_max_content_bytes is the same idea).
+FACTS_MAX_CONTENT_BYTES = 1024**2
 
 CONTENT_TYPES = {
     SourceKind.pdf: "application/pdf",
@@ -55,6 +65,13 @@ class DocumentInfo:
     # A PDF that opens without a password but whose owner withheld the permission to
     # copy or extract its text: accepted, and the restriction reported with the job.
     extraction_restricted: bool = False
+    # Each PDF page's text layer as routing reads it, in page order; None for a page not
+    # measured, and nothing past the last page measured. Empty for images.
+    page_facts: tuple[TextLayerFacts | None, ...] = ()
+
+    def facts_of(self, number: int) -> TextLayerFacts | None:
+        """Page `number`'s (1-based) text layer facts, None when inspection cannot tell."""
+        return self.page_facts[number - 1] if number <= len(self.page_facts) else None
 
 
 def sniff_kind(head: bytes) -> SourceKind | None:
@@ -126,7 +143,26 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
             kind=SourceKind.pdf,
             page_count=int(document.page_count),
             extraction_restricted=not document.permissions & pymupdf.mupdf.PDF_PERM_COPY,
+            page_facts=_measure_pages(document),
         )
+
+
+def _measure_pages(document: pymupdf.Document) -> tuple[TextLayerFacts | None, ...]:
+    deadline = time.monotonic() + FACTS_BUDGET_S
+    measured: list[TextLayerFacts | None] = []
+    for index in range(document.page_count):
+        if time.monotonic() > deadline:
+            break
+        try:
+            page = document.load_page(index)
+            if len(page.read_contents()) > FACTS_MAX_CONTENT_BYTES:
+                measured.append(None)
+                continue
+            measured.append(text_layer_facts(page))
+        except Exception:
+            # The page renders (checked above) but its text cannot be traced: unknown.
+            measured.append(None)
+    return tuple(measured)
 
 
 def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
@@ -207,4 +243,24 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         kind=SourceKind(line["kind"]),
         page_count=int(line["page_count"]),
         extraction_restricted=bool(line["extraction_restricted"]),
+        page_facts=tuple(_facts_from_line(entry) for entry in line.get("page_facts", [])),
     )
+
+
+def facts_as_line(facts: TextLayerFacts | None) -> list[Any] | None:
+    """A page's facts as the sandboxed child sends them."""
+    if facts is None:
+        return None
+    return [
+        facts.text_chars,
+        facts.unreadable_chars,
+        facts.invisible_text_chars,
+        facts.image_coverage,
+    ]
+
+
+def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
+    if entry is None:
+        return None
+    text_chars, unreadable, invisible, coverage = entry
+    return TextLayerFacts(int(text_chars), int(unreadable), int(invisible), float(coverage))

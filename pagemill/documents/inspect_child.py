@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pagemill.documents.inspect import DocumentRejected, inspect_document
+from pagemill.documents.inspect import DocumentRejected, facts_as_line, inspect_document
 from pagemill.documents.sandbox import emit
 
 
@@ -20,5 +20,6 @@ def run(args: list[str]) -> None:
             "kind": info.kind.value,
             "page_count": info.page_count,
             "extraction_restricted": info.extraction_restricted,
+            "page_facts": [facts_as_line(facts) for facts in info.page_facts],
         }
     )

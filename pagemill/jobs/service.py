@@ -205,7 +205,7 @@ def submit_job(
     ocr_engine = engine if engine in ("rapidocr", "vllm") else settings.ocr_engine
     _check_gpu_capacity(session, settings, engine, ocr_engine)
     _check_licensed_capacity(session, settings, license_use, engine, ocr_engine)
-    quote = quote_usd(session, settings, ocr_engine, len(numbers))
+    quote = quote_usd(session, settings, info, numbers, engine, ocr_engine)
     if options.max_cost_usd is not None and quote > options.max_cost_usd:
         raise SubmissionRejected(
             "over_budget",

@@ -1,58 +1,31 @@
-"""The `auto` engine: text layer where the page has a trustworthy one, OCR otherwise."""
+"""The `auto` engine: text layer where the page has a trustworthy one, OCR otherwise.
+
+The rule is pagemill.routing, where submit reads it too, to quote each page at the
+engine it will most likely be routed to.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pagemill.routing import (
+    MAX_INVISIBLE_SHARE,
+    MAX_UNREADABLE_SHARE,
+    MIN_TEXT_CHARS,
+    OCR_ENGINES,
+    SCAN_IMAGE_COVERAGE,
+    SCAN_MAX_TEXT_CHARS,
+    TEXT_LAYER_ENGINE,
+    Route,
+    route_page,
+)
 
-from worker.engines.base import PageFacts
-
-# Fewer characters than this is a page number or a stray label, not a text layer
-# that carries the page; such pages are usually scans.
-MIN_TEXT_CHARS = 25
-# Above this share of unmappable glyphs (U+FFFD), the text layer is mojibake.
-MAX_UNREADABLE_SHARE = 0.05
-# More than this share of invisible text is a scanner's OCR layer; we read the scan ourselves.
-MAX_INVISIBLE_SHARE = 0.5
-# A page this covered by raster images with this little text is a scan with a stamp on it.
-SCAN_IMAGE_COVERAGE = 0.85
-SCAN_MAX_TEXT_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Route:
-    engine: str
-    reason: str
-
-
-# The engine that reads the PDF's text layer and never the pixels.
-TEXT_LAYER_ENGINE = "textlayer"
-# Engines that read pixels; a job may ask for one by name.
-OCR_ENGINES = ("rapidocr", "vllm")
-
-
-def route_page(requested: str, facts: PageFacts, has_pdf_page: bool, ocr_engine: str) -> Route:
-    """Pick the engine for one page and say why, in words an operator can act on."""
-    if requested in OCR_ENGINES:
-        return Route(requested, "requested by the job")
-    if not has_pdf_page:
-        return Route(ocr_engine, "the page is an image, so it has no text layer")
-    if requested == TEXT_LAYER_ENGINE:
-        return Route(TEXT_LAYER_ENGINE, "requested by the job")
-    return _route_auto(facts, ocr_engine)
-
-
-def _route_auto(facts: PageFacts, ocr_engine: str) -> Route:
-    chars = facts.text_chars
-    if chars < MIN_TEXT_CHARS:
-        return Route(ocr_engine, f"no usable text layer ({chars} characters)")
-    if facts.unreadable_chars / chars > MAX_UNREADABLE_SHARE:
-        share = facts.unreadable_chars / chars
-        return Route(ocr_engine, f"text layer is {share:.0%} unmappable glyphs")
-    if facts.invisible_text_chars / chars > MAX_INVISIBLE_SHARE:
-        return Route(ocr_engine, "text layer is an invisible OCR layer over a scan")
-    if facts.image_coverage >= SCAN_IMAGE_COVERAGE and chars < SCAN_MAX_TEXT_CHARS:
-        return Route(
-            ocr_engine,
-            f"page is {facts.image_coverage:.0%} raster image with only {chars} characters of text",
-        )
-    return Route(TEXT_LAYER_ENGINE, f"trustworthy text layer ({chars} characters)")
+__all__ = [
+    "MAX_INVISIBLE_SHARE",
+    "MAX_UNREADABLE_SHARE",
+    "MIN_TEXT_CHARS",
+    "OCR_ENGINES",
+    "SCAN_IMAGE_COVERAGE",
+    "SCAN_MAX_TEXT_CHARS",
+    "TEXT_LAYER_ENGINE",
+    "Route",
+    "route_page",
+]

@@ -1,0 +1,82 @@
+"""What a PDF page's text layer and images say about it: measured by prepare for
+every page it renders (worker.render) and by inspection at submit for the quote.
+
+Reads untrusted bytes: call it in a sandboxed child.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pymupdf
+
+REPLACEMENT_CHAR = "\ufffd"
+
+
+@dataclass(frozen=True)
+class TextLayerFacts:
+    """The facts the routing rule reads (pagemill.routing)."""
+
+    text_chars: int  # characters in the text layer, visible and invisible
+    unreadable_chars: int  # U+FFFD and other glyphs the text layer could not map
+    invisible_text_chars: int  # render mode 3 text: an OCR layer laid over a scan
+    image_coverage: float  # share of the page area covered by raster images, 0..1
+
+
+@dataclass(frozen=True)
+class TextTrace:
+    visible_chars: int
+    invisible_chars: int
+    unreadable_chars: int
+    # Visible characters by writing direction, as clockwise quarter turns in degrees.
+    visible_by_direction: Counter[int] = field(default_factory=Counter)
+
+
+def trace_text(page: pymupdf.Page) -> TextTrace:
+    visible = invisible = unreadable = 0
+    visible_by_direction: Counter[int] = Counter()
+    for span in page.get_texttrace():
+        characters = span["chars"]
+        count = sum(1 for char in characters if not chr(char[0]).isspace())
+        unreadable += sum(1 for char in characters if chr(char[0]) == REPLACEMENT_CHAR)
+        # Render mode 3 draws nothing: the text a scanner's OCR lays over its image.
+        if span["type"] == 3:
+            invisible += count
+        else:
+            visible += count
+            visible_by_direction[_quarter_turn(span["dir"])] += count
+    return TextTrace(visible, invisible, unreadable, visible_by_direction)
+
+
+def _quarter_turn(direction: Sequence[float]) -> int:
+    """A span's writing direction as the nearest quarter turn, clockwise degrees on the
+    unrotated page (PDF space with y down: (1, 0) is 0, (0, -1), text running up, 270)."""
+    degrees = math.degrees(math.atan2(direction[1], direction[0]))
+    return round(degrees / 90) % 4 * 90
+
+
+def image_coverage(page: pymupdf.Page) -> float:
+    page_rect = page.rect
+    page_area = page_rect.width * page_rect.height
+    if page_area <= 0:
+        return 0.0
+    # Overlapping images are rare on real pages; the sum is capped rather than unioned.
+    covered = 0.0
+    for info in page.get_image_info():
+        box = pymupdf.Rect(info["bbox"]) & page_rect
+        if not box.is_empty:
+            covered += box.width * box.height
+    return min(1.0, covered / page_area)
+
+
+def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
+    trace = trace_text(page)
+    return TextLayerFacts(
+        text_chars=trace.visible_chars + trace.invisible_chars,
+        unreadable_chars=trace.unreadable_chars,
+        invisible_text_chars=trace.invisible_chars,
+        image_coverage=image_coverage(page),
+    )
