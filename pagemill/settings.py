@@ -165,6 +165,13 @@ class Settings(BaseSettings):
         description="Renderer crashes or timeouts on one document before its job fails "
         "(poison input).",
     )
+    finalize_max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Starts of the finalize stage of one job (killed at the time limit, "
+        "failing, or lost with its worker) before the job fails with the last error. Retries "
+        "of one start through an outage are capped by PAGEMILL_OUTAGE_RETRIES instead.",
+    )
     outage_retries: int = Field(
         10,
         description="Retries, with backoff of 2 s doubling to 60 s, that a task spends riding "

@@ -9,12 +9,14 @@ claim is capped in the database, so no work retries forever.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
 from celery import Task
-from celery.exceptions import Reject, TimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import task_failure
 from sqlalchemy.exc import DBAPIError
 
@@ -33,7 +35,12 @@ from pagemill.storage import StorageUnavailable, get_object_store
 from worker.bridge import BridgeClosed
 from worker.celery_app import app
 from worker.stages.context import StageContext
-from worker.stages.finalize import fail_unstorable_job, finalize_job
+from worker.stages.finalize import (
+    fail_unstorable_job,
+    finalize_job,
+    finalize_time_limit_message,
+    record_finalize_failure,
+)
 from worker.stages.ocr import PageOutcome, PageRun, record_time_limit_kill, run_page
 from worker.stages.prepare import PrepareRetry, prepare_job, record_prepare_time_limit_kill
 from worker.webhook_tasks import publish_job_webhooks
@@ -86,9 +93,28 @@ def _publish_next(page_id: int, run: PageRun) -> None:
         publish_finalize(str(run.job_id))
 
 
+# Task ids whose hard kill was recorded. Celery sends task_failure twice for one hard
+# kill (from the timeout and again from the lost child's failure), and a kill must count
+# once. A few hundred ids outlast the moment between the two many times over.
+_KILLS_RECORDED: OrderedDict[str, None] = OrderedDict()
+_KILLS_REMEMBERED = 512
+_kills_lock = threading.Lock()
+
+
+def _first_report_of_kill(task_id: str) -> bool:
+    with _kills_lock:
+        if task_id in _KILLS_RECORDED:
+            return False
+        _KILLS_RECORDED[task_id] = None
+        while len(_KILLS_RECORDED) > _KILLS_REMEMBERED:
+            _KILLS_RECORDED.popitem(last=False)
+        return True
+
+
 @task_failure.connect
 def _count_hard_time_limit(
     sender: Task | None = None,
+    task_id: str | None = None,
     exception: BaseException | None = None,
     args: Any = None,
     **_: Any,
@@ -97,6 +123,8 @@ def _count_hard_time_limit(
     # the child could record nothing, and its message is acknowledged, so the failure is
     # recorded and the retry published here.
     if sender is None or not isinstance(exception, TimeLimitExceeded):
+        return
+    if task_id is not None and not _first_report_of_kill(task_id):
         return
     try:
         if sender.name == OCR_TASK:
@@ -108,6 +136,9 @@ def _count_hard_time_limit(
             job_id = uuid.UUID(args[0])
             if record_prepare_time_limit_kill(session_factory(), get_settings(), job_id):
                 publish_prepare(str(job_id))
+        elif sender.name == FINALIZE_TASK:
+            job_id = uuid.UUID(args[0])
+            _record_finalize_failure(job_id, finalize_time_limit_message(get_settings()))
     except Exception:
         log.exception(
             "%s %s: could not record its time limit; the reaper will retry it", sender.name, args
@@ -116,15 +147,34 @@ def _count_hard_time_limit(
 
 @app.task(name=FINALIZE_TASK, bind=True, max_retries=get_settings().outage_retries)
 def finalize(task: Task, job_id: str) -> None:
+    job = uuid.UUID(job_id)
     try:
-        status = finalize_job(_context(), uuid.UUID(job_id))
+        # Retries through an outage belong to the start that met it.
+        status = finalize_job(_context(), job, count_start=task.request.retries == 0)
     except OUTAGES as error:
         if task.request.retries >= (task.max_retries or 0):
             # The pages are done; only storing the result failed. Say so, and stop.
-            fail_unstorable_job(_context(), uuid.UUID(job_id), str(error))
+            fail_unstorable_job(_context(), job, str(error))
+            publish_job_webhooks(job)
             return
         log.warning("finalize %s: outage, retrying: %s", job_id, error)
         raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
+    except SoftTimeLimitExceeded:
+        # The soft limit leaves time to record the failure before the hard kill.
+        _record_finalize_failure(job, finalize_time_limit_message(get_settings()))
+        return
+    except Exception as error:
+        log.exception("finalize %s failed", job_id)
+        _record_finalize_failure(job, str(error) or type(error).__name__)
+        return
     if status is not None:
         log.info("job %s %s", job_id, status.value)
-        publish_job_webhooks(uuid.UUID(job_id))
+        publish_job_webhooks(job)
+
+
+def _record_finalize_failure(job_id: uuid.UUID, why: str) -> None:
+    if record_finalize_failure(session_factory(), get_settings(), job_id, why):
+        publish_finalize(str(job_id))
+    else:
+        # The job has ended (here or meanwhile): its event's delivery goes out now.
+        publish_job_webhooks(job_id)

@@ -100,6 +100,9 @@ class Job(TimestampMixin, Base):
     prepare_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     prepare_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     prepare_lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Starts of the finalize stage (a message delivered, not its outage retries), capped
+    # so that a finalize killed at the time limit, or failing every time, ends the job.
+    finalize_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The price told to the caller at submit, and the ceiling the caller set.
     quote_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
     max_cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))

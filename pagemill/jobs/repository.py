@@ -7,10 +7,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -281,24 +280,6 @@ def record_page_furniture(
         )
 
 
-def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | None:
-    recent = (
-        select(Page.cost_usd)
-        .where(Page.engine == engine, Page.status == PageStatus.succeeded)
-        .where(Page.cost_usd.is_not(None))
-        .order_by(Page.finished_at.desc())
-        .limit(window)
-        .subquery()
-    )
-    mean = session.scalar(select(func.avg(recent.c.cost_usd)))
-    return Decimal(mean) if mean is not None else None
-
-
-def job_cost_usd(session: Session, job_id: uuid.UUID) -> Decimal:
-    total = session.scalar(select(func.sum(Page.cost_usd)).where(Page.job_id == job_id))
-    return Decimal(total or 0)
-
-
 def complete_job(
     session: Session,
     job_id: uuid.UUID,
@@ -489,15 +470,45 @@ def count_prepare_failure(session: Session, job_id: uuid.UUID, attempt: int, why
 
 
 def running_prepare_attempt(session: Session, job_id: uuid.UUID) -> int | None:
-    """The attempt of a running job whose prepare holds a lease, or None."""
+    """The attempt of a running job whose prepare holds a live lease, or None (a
+    failure already counted released the lease)."""
     return session.scalar(
         select(Job.prepare_attempts)
         .where(
             Job.id == job_id,
             Job.status == JobStatus.running,
-            Job.prepare_lease_expires_at.is_not(None),
+            Job.prepare_lease_expires_at > func.now(),
         )
         .with_for_update()
+    )
+
+
+def start_finalize(session: Session, job_id: uuid.UUID) -> int | None:
+    """Count a finalize start of a running job; returns its starts so far, or None when
+    the job is not running. The first start clears what an earlier stage left in
+    `error_message` (prepare keeps its last outage there), so the last error a capped
+    finalize reports is its own."""
+    return session.scalar(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.running)
+        .values(
+            finalize_attempts=Job.finalize_attempts + 1,
+            error_message=case((Job.finalize_attempts == 0, None), else_=Job.error_message),
+        )
+        .returning(Job.finalize_attempts)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def record_finalize_failure(session: Session, job_id: uuid.UUID, why: str) -> int | None:
+    """Keep why a finalize attempt of a running job failed; returns its starts so far,
+    or None when the job is not running (another attempt ended it)."""
+    return session.scalar(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.running)
+        .values(error_message=why[:1000])
+        .returning(Job.finalize_attempts)
+        .execution_options(synchronize_session=False)
     )
 
 

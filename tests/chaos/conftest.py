@@ -87,12 +87,14 @@ class Stack:
         self.processes["api"] = services.start_api(env, self.log("api"), port)
         self.api_url = f"http://127.0.0.1:{port}"
 
-    def start_worker(self, concurrency: int = 2) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, concurrency: int = 2, app: str = "worker.celery_app"
+    ) -> subprocess.Popen[bytes]:
         self.workers_started += 1
         prefix = self.env["PAGEMILL_QUEUE_PREFIX"]
         queues = ",".join(f"{prefix}{stage}" for stage in ("prepare", "ocr", "finalize"))
         process = services.start_worker(
-            self.env, self.log(f"worker{self.workers_started}"), queues, concurrency
+            self.env, self.log(f"worker{self.workers_started}"), queues, concurrency, app=app
         )
         self.processes["worker"] = process
         return process

@@ -1,29 +1,59 @@
-"""finalize: assemble document.md and manifest.json, then make the job terminal."""
+"""finalize: assemble document.md and manifest.json, then make the job terminal.
+
+Every start is counted on the job (`finalize_attempts`). A start that fails, whether
+stopped at the soft time limit, killed at the hard one (recorded by the worker's main
+process, `record_finalize_failure`) or by an error, keeps its reason and is tried
+again; after PAGEMILL_FINALIZE_MAX_ATTEMPTS the job fails with that reason. A start
+lost with its worker records nothing, so the start after the cap fails the job with
+the last error recorded.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
+
+from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.domain import JobStatus, PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.summaries import build_manifest
 from pagemill.quality.furniture import FurnitureMode
+from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.pipeline import assemble_document
 from worker.stages.context import StageContext
 
+log = logging.getLogger(__name__)
 
-def finalize_job(ctx: StageContext, job_id: uuid.UUID) -> JobStatus | None:
+FINALIZE_FAILED = "finalize_failed"
+
+
+def finalize_job(
+    ctx: StageContext, job_id: uuid.UUID, count_start: bool = True
+) -> JobStatus | None:
     """Returns the status the job ended with, or None when it is not ready or already
     ended. Safe to run twice: objects are overwritten with the same bytes and only
-    one run moves the job to a terminal state."""
+    one run moves the job to a terminal state.
+
+    `count_start` is False for a retry of the same start through an outage: those
+    are capped by the task's retries, not by the finalize attempts."""
     with ctx.sessions.begin() as session:
         job = repository.get_job(session, job_id)
         if job is None or job.status is not JobStatus.running:
             return None
         if not repository.all_pages_terminal(session, job_id):
             return None
+        last_error = job.error_message
+        attempts = repository.start_finalize(session, job_id) if count_start else None
+        if attempts is not None and attempts > ctx.settings.finalize_max_attempts:
+            why = (
+                f"The result could not be assembled in {attempts - 1} attempts; "
+                f"last error: {last_error or 'none recorded'}"
+            )
+            won = repository.complete_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, why)
+            return JobStatus.failed if won else None
         pages = repository.list_pages(session, job_id)
     keys = JobKeys(job_id)
     markdown_by_page = [
@@ -65,3 +95,29 @@ def fail_unstorable_job(ctx: StageContext, job_id: uuid.UUID, why: str) -> None:
             "result_not_stored",
             f"Every page was processed but the result could not be stored: {why}",
         )
+
+
+def finalize_time_limit_message(settings: Settings) -> str:
+    return f"assembling the result exceeded the {settings.task_time_limit_s} s time limit"
+
+
+def record_finalize_failure(
+    sessions: sessionmaker[Session], settings: Settings, job_id: uuid.UUID, why: str
+) -> bool:
+    """Keep why this finalize start failed. Returns whether finalize should run again;
+    at PAGEMILL_FINALIZE_MAX_ATTEMPTS starts the job fails with the reason instead.
+
+    Also called by the worker's main process when it killed a pool child finalizing
+    this job at the hard time limit, so the child could record nothing itself."""
+    with sessions.begin() as session:
+        attempts = repository.record_finalize_failure(session, job_id, why)
+        if attempts is None:
+            return False  # ended meanwhile
+        log.warning("job %s finalize attempt %s: %s", job_id, attempts, why)
+        if attempts == 0:
+            return False  # failed before its start was counted: the reaper tries again
+        if attempts < settings.finalize_max_attempts:
+            return True
+        message = f"The result could not be assembled: {why} ({attempts} attempts)."
+        repository.complete_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, message)
+        return False
