@@ -21,7 +21,7 @@ class InstantEngine:
     def convert(self, page: PageInput) -> EngineResult:
         return EngineResult(
             markdown=f"# Page {page.facts.number}\n\nA fixed page from the instant engine.\n",
-            compute_seconds=0.0,
+            device_seconds=0.0,
             device_kind="cpu",
             finish_reason="stop",
         )

@@ -90,7 +90,7 @@ def convert_file(
             engine=assessed.engine,
             engine_reason=route.reason,
             wall_seconds=time.perf_counter() - started,
-            compute_seconds=assessed.result.compute_seconds,
+            compute_seconds=assessed.result.device_seconds,
             output_chars=len(markdown),
         )
         converted.append(page)

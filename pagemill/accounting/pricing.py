@@ -29,7 +29,7 @@ def page_charge(settings: Settings, device_seconds: float) -> dict[str, Any]:
     price = price_usd_per_hour(settings)
     return {
         "device_kind": settings.device_kind,
-        "compute_seconds": device_seconds,
+        "device_seconds": device_seconds,
         "cost_usd": cost_usd(device_seconds, price),
         "price_usd_per_hour": price,
     }

@@ -10,7 +10,7 @@ from typing import Protocol
 
 class ChargedPage(Protocol):
     @property
-    def compute_seconds(self) -> float | None: ...
+    def device_seconds(self) -> float | None: ...
     @property
     def cost_usd(self) -> Decimal | None: ...
 
@@ -27,6 +27,6 @@ def job_usage(pages: Iterable[ChargedPage]) -> JobUsage:
     seconds = 0.0
     cost = Decimal(0)
     for page in pages:
-        seconds += page.compute_seconds or 0.0
+        seconds += page.device_seconds or 0.0
         cost += page.cost_usd or Decimal(0)
     return JobUsage(device_seconds=seconds, cost_usd=cost)

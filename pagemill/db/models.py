@@ -173,7 +173,7 @@ class Page(TimestampMixin, Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     wall_seconds: Mapped[float | None] = mapped_column(Float)
-    compute_seconds: Mapped[float | None] = mapped_column(Float)
+    device_seconds: Mapped[float | None] = mapped_column(Float)
     cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
     output_chars: Mapped[int | None] = mapped_column(Integer)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)

@@ -213,7 +213,7 @@ def _running_attempt(session: Session, which: Any) -> RunningAttempt | None:
             Page.attempts,
             func.extract("epoch", func.now() - Page.started_at),
             Page.engine_failures,
-            Page.compute_seconds,
+            Page.device_seconds,
             Page.engine_details,
             Page.engine,
             Page.license_use,

@@ -64,7 +64,11 @@ class JobOut(BaseModel):
     metadata: dict[str, Any]
     source: SourceOut
     pages: PageCounts
-    compute_seconds: float
+    compute_seconds: float = Field(
+        deprecated=True,
+        description="Deprecated, to be removed in the next release: the same sum as "
+        "usage.device_seconds.",
+    )
     cost_usd: Decimal
     quote_usd: Decimal | None
     max_cost_usd: Decimal | None

@@ -37,7 +37,9 @@ def page_summary(page: Page) -> dict[str, Any]:
         "engine_reason": page.engine_reason,
         "device_kind": page.device_kind,
         "wall_seconds": page.wall_seconds,
-        "compute_seconds": page.compute_seconds,
+        "device_seconds": page.device_seconds,
+        # The old name of device_seconds, kept for one release.
+        "compute_seconds": page.device_seconds,
         "cost_usd": str(page.cost_usd) if page.cost_usd is not None else None,
         "output_chars": page.output_chars,
         # Null for a page read from its text layer: prepare renders only what OCR reads.

@@ -146,10 +146,10 @@ def metrics_snapshot(engine: Engine) -> MetricsSnapshot:
             select(
                 engine_label,
                 device_label,
-                func.coalesce(func.sum(Page.compute_seconds), 0.0),
+                func.coalesce(func.sum(Page.device_seconds), 0.0),
                 func.coalesce(func.sum(Page.cost_usd), 0),
             )
-            .where(Page.compute_seconds.is_not(None) | Page.cost_usd.is_not(None))
+            .where(Page.device_seconds.is_not(None) | Page.cost_usd.is_not(None))
             .group_by(engine_label, device_label)
         ):
             snapshot.device_seconds[(engine_name, device_kind)] = float(seconds or 0)

@@ -29,7 +29,7 @@ class JobTotals:
 
     pages_by_status: dict[str, int]
     cost_usd: Decimal
-    compute_seconds: float
+    device_seconds: float
     quality: dict[str, Any] | None = None  # mean score, worst verdict, pages by verdict
 
 
@@ -109,7 +109,9 @@ def build_body(job: Job, totals: JobTotals, settings: Settings, store: ObjectSto
             "error": error,
             "pages": page_counts(job, totals),
             "cost_usd": str(totals.cost_usd),
-            "compute_seconds": round(totals.compute_seconds, 3),
+            "device_seconds": round(totals.device_seconds, 3),
+            # The old name of device_seconds, kept for one release.
+            "compute_seconds": round(totals.device_seconds, 3),
             "quality": totals.quality,
             "license_use": job.license_use.value,
             "metadata": renderable_metadata(job.caller_metadata),

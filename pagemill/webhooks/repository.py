@@ -36,7 +36,7 @@ def job_totals(session: Session, job_id: uuid.UUID) -> JobTotals:
     return JobTotals(
         pages_by_status=dict(by_status),
         cost_usd=usage.cost_usd,
-        compute_seconds=usage.device_seconds,
+        device_seconds=usage.device_seconds,
         quality=job_quality(pages),
     )
 

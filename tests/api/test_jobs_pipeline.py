@@ -62,7 +62,7 @@ def test_multipage_invoice_end_to_end(
         assert row["engine_reason"].startswith("trustworthy text layer")
         assert row["started_at"] <= row["finished_at"]
         assert row["wall_seconds"] > 0
-        assert row["compute_seconds"] > 0
+        assert row["device_seconds"] > 0
         assert row["cost_usd"] > 0
         assert row["output_chars"] > 100
         assert row["error"] is None

@@ -31,7 +31,7 @@ def test_blank_page_is_empty_and_every_page_has_a_verdict(
     assert blank["quality"]["blank"] is True
     assert blank["output_chars"] == 0
     assert blank["quality"]["verdict"] == "ok"
-    assert blank["compute_seconds"] == 0  # no engine ran
+    assert blank["device_seconds"] == 0  # no engine ran
     assert api.get(f"/v1/jobs/{job['id']}/pages/1/markdown").text == ""
 
     assert scanned["quality"]["blank"] is False

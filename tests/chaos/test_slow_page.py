@@ -81,7 +81,7 @@ def dense_text_pdf(path: Path, chars: int = 90_000) -> Path:
 
 def _page(job_id: str) -> dict[str, Any]:
     [row] = db_rows(
-        "SELECT status::text, attempts, engine_failures, error, compute_seconds, cost_usd, "
+        "SELECT status::text, attempts, engine_failures, error, device_seconds, cost_usd, "
         "engine_details FROM pages WHERE job_id = %s",
         job_id,
     )

@@ -172,7 +172,7 @@ def test_a_scanned_page_is_read_by_the_vllm_engine_end_to_end(
     [row] = db_rows(
         "SELECT engine, worker_id, image_width_px, image_height_px, prompt_tokens, "
         "output_tokens, queue_seconds, prefill_seconds, decode_seconds, spec_steps, "
-        "spec_draft_tokens, spec_accepted_tokens, compute_seconds, cost_usd, "
+        "spec_draft_tokens, spec_accepted_tokens, device_seconds, cost_usd, "
         "price_usd_per_hour, model, model_license, basis_permits_commercial, "
         "license_use, engine_details FROM pages WHERE job_id = %s",
         job["id"],

@@ -155,7 +155,7 @@ def test_cost_is_device_seconds_times_price(api: httpx.Client, worker_process: A
     job = wait_for_job(api, submit(api, engine="rapidocr").json()["id"])
     assert job["status"] == "succeeded"
     rows = db_rows(
-        "SELECT compute_seconds, cost_usd, price_usd_per_hour, device_kind FROM pages "
+        "SELECT device_seconds, cost_usd, price_usd_per_hour, device_kind FROM pages "
         "WHERE job_id = %s",
         job["id"],
     )

@@ -155,7 +155,7 @@ def test_every_page_measurement_is_filled_in(name: str, request: pytest.FixtureR
     assert details["queue_seconds"] >= 0
     assert details["prefill_seconds"] > 0 and details["decode_seconds"] > 0
     assert details["gpu_seconds"] > 0 and details["gpu_seconds_settled"]
-    assert result.compute_seconds == pytest.approx(details["gpu_seconds"])
+    assert result.device_seconds == pytest.approx(details["gpu_seconds"])
     assert result.device_kind == "cpu"
     [attempt] = run.attempts
     assert attempt.measurement.output_tokens == len(attempt.token_ids) == result.output_tokens

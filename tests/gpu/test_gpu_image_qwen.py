@@ -123,7 +123,7 @@ def test_every_page_measurement_is_filled_in(run: Run) -> None:
         assert details["prefill_seconds"] > 0, name
         assert details["decode_seconds"] > 0, name
         assert details["gpu_seconds"] > 0 and details["gpu_seconds_settled"], name
-        assert result.compute_seconds == pytest.approx(details["gpu_seconds"])
+        assert result.device_seconds == pytest.approx(details["gpu_seconds"])
         assert result.device_kind == "cpu"
         [attempt] = details["attempts"]
         assert attempt["output_tokens"] == result.output_tokens

@@ -160,7 +160,7 @@ def test_gpu_seconds_add_up_to_busy_time(run: Run) -> None:
     assert 0 < run.usage.busy_ns <= run.wall_ns
     assert run.usage.idle_ns >= 0
     for result in run.results.values():
-        assert result.compute_seconds == pytest.approx(
+        assert result.device_seconds == pytest.approx(
             sum(a["gpu_seconds"] for a in result.details["attempts"])
         )
 
@@ -182,4 +182,4 @@ def test_looping_page_takes_the_guarded_retry(run: Run) -> None:
     # The guard bans any repeated 3-gram: proof it ran on the retry.
     assert repetition["retry"]["max_ngram_repeats"] <= 1
     assert result.output_tokens == retry["output_tokens"] > 0
-    assert result.compute_seconds > first["gpu_seconds"]
+    assert result.device_seconds > first["gpu_seconds"]

@@ -123,7 +123,7 @@ def ops_world(db: str) -> OpsWorld:
                     engine=engine,
                     device_kind=device_kind,
                     wall_seconds=wall,
-                    compute_seconds=device,
+                    device_seconds=device,
                     price_usd_per_hour=Decimal(price) if price else None,
                     cost_usd=Decimal(cost) if cost else None,
                     finished_at=finished_at,

@@ -24,7 +24,7 @@ class ScriptedGpuEngine:
         assert page.image_png.startswith(b"\x89PNG"), "the GPU engine reads the page image"
         return EngineResult(
             markdown=f"# Page {page.facts.number}\n\nTranscribed on the GPU double.",
-            compute_seconds=DEVICE_SECONDS_PER_PAGE,
+            device_seconds=DEVICE_SECONDS_PER_PAGE,
             device_kind="gpu",
             prompt_tokens=300,
             output_tokens=OUTPUT_TOKENS,

@@ -65,7 +65,7 @@ def job_ready_to_finalize(store: ObjectStore, api_key: str, webhook_url: str) ->
                     status=PageStatus.succeeded,
                     attempts=1,
                     engine="textlayer",
-                    compute_seconds=0.5,
+                    device_seconds=0.5,
                     cost_usd=Decimal("0.00000700"),
                     started_at=now,
                     finished_at=now,

@@ -90,7 +90,7 @@ def test_textlayer_engine_keeps_the_invoice_table() -> None:
     assert "INV/2023/03/0008" in markdown
     assert re.search(r"^\|.*Description.*\|.*Amount.*\|$", markdown, re.MULTILINE)
     assert re.search(r"^\|(\s*-+\s*\|)+$", markdown, re.MULTILINE)  # a header separator
-    assert result.compute_seconds > 0
+    assert result.device_seconds > 0
 
 
 def test_rapidocr_reads_the_scanned_sentence() -> None:

@@ -53,7 +53,7 @@ def test_a_sideways_scan_is_turned_upright_before_ocr_and_reads() -> None:
     details = assessed.result.details["orientation"]
     assert details["rotation"] == 90
     # Detection's CPU time is charged with the page.
-    assert assessed.result.compute_seconds > details["cpu_seconds"] > 0
+    assert assessed.result.device_seconds > details["cpu_seconds"] > 0
     [entry] = orientation_entries(assessed.columns()["quality_checks"])
     assert entry["rotation"] == 90 and entry["passed"] is True
     assert entry["detail"].startswith("turned 90 degrees clockwise before reading")
@@ -75,7 +75,7 @@ def test_blank_and_text_layer_pages_skip_detection(tmp_path: Path) -> None:
     assert blank.blank is True and blank.orientation is None
     assert "orientation" not in blank.result.details
     assert orientation_entries(blank.columns()["quality_checks"]) == []
-    assert blank.result.compute_seconds == 0.0
+    assert blank.result.device_seconds == 0.0
 
     text_layer = page_input(SAMPLES / "invoice-multipage.pdf", 2)
     born_digital = convert_checked("textlayer", text_layer, convert, "rapidocr")
@@ -92,7 +92,7 @@ def test_the_gpu_engine_is_sent_the_upright_image() -> None:
     def gpu_edge(engine: str, page: PageInput) -> EngineResult:
         prompt = build_prompt(get_profile("jina-ocr-v1"), page)
         sent.append(prompt["multi_modal_data"]["image"])
-        return EngineResult(markdown=SENTENCE, compute_seconds=0.5, device_kind="gpu")
+        return EngineResult(markdown=SENTENCE, device_seconds=0.5, device_kind="gpu")
 
     assessed = convert_checked("vllm", page_input(SIDEWAYS_SCAN), gpu_edge, "vllm")
     [image] = sent
@@ -104,7 +104,7 @@ def test_the_gpu_engine_is_sent_the_upright_image() -> None:
     assert {"Docling", "bundles", "document", "conversion", "Markdown"} <= words
     assert assessed.result.details["orientation"]["rotation"] == 90
     # GPU pages are charged device seconds; detection's CPU time is not added to them.
-    assert assessed.result.compute_seconds == 0.5
+    assert assessed.result.device_seconds == 0.5
 
 
 def test_a_sideways_scan_reads_through_the_worker(

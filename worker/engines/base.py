@@ -69,7 +69,7 @@ class EngineResult:
     """An engine's answer for one page, with what it measured about itself."""
 
     markdown: str
-    compute_seconds: float  # device seconds attributed to this page
+    device_seconds: float  # device seconds attributed to this page
     device_kind: str = "cpu"
     prompt_tokens: int | None = None
     output_tokens: int | None = None

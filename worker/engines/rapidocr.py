@@ -28,7 +28,7 @@ class RapidOcrEngine:
         return EngineResult(
             markdown=markdown,
             # onnxruntime runs on several threads: process CPU time counts them all.
-            compute_seconds=time.process_time() - started,
+            device_seconds=time.process_time() - started,
             device_kind="cpu",
             finish_reason="stop",
         )

@@ -29,7 +29,7 @@ class TextLayerEngine:
                 details["fallback"] = f"read as plain text: {page.fallback}"
         return EngineResult(
             markdown=markdown,
-            compute_seconds=time.process_time() - started,
+            device_seconds=time.process_time() - started,
             device_kind="cpu",
             finish_reason="stop",
             details=details,

@@ -201,7 +201,7 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
             engine_failures=page.engine_failures,
             license_use=page.license_use.value if page.license_use else None,
             fallback=fallback_reason(ctx.settings, engine_name, facts, page.engine_details or {}),
-            charged_seconds=page.compute_seconds or 0.0,
+            charged_seconds=page.device_seconds or 0.0,
         )
 
 
@@ -249,7 +249,7 @@ def _record_success(
     claim = page.claim
     result = assessed.result
     worker = registration.worker_id()
-    seconds = attempts_seconds(page.charged_seconds, result.compute_seconds)
+    seconds = attempts_seconds(page.charged_seconds, result.device_seconds)
     with ctx.sessions.begin() as session:
         finished = repository.finish_page(
             session,
@@ -277,7 +277,7 @@ def _record_success(
             log.info("page %s attempt %s lost its claim", claim.page_id, claim.attempt)
             return PageRun(PageOutcome.skipped)
         if worker is not None:
-            workers.charge_page(session, worker, result.compute_seconds)
+            workers.charge_page(session, worker, result.device_seconds)
         complete = repository.all_pages_terminal(session, claim.job_id)
     return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=complete)
 

@@ -63,7 +63,7 @@ def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: 
     gray = decode_gray(page.image_png) if page.image_png else None
     blank = is_blank(gray) if gray is not None else None
     if blank:
-        result = EngineResult(markdown="", compute_seconds=0.0, finish_reason="stop")
+        result = EngineResult(markdown="", device_seconds=0.0, finish_reason="stop")
         result.details["blank"] = "no engine ran: the page has no ink"
         checks = _check(result, blank)
         return Assessed(engine, result, blank, checks, page_score(checks), verdict(checks), None)
@@ -113,7 +113,7 @@ def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> A
     if outcome == "repaired" or page_score(second) > page_score(first):
         charged = dataclasses.replace(
             second_result,
-            compute_seconds=repaired_seconds(result.compute_seconds, second_result.compute_seconds),
+            device_seconds=repaired_seconds(result.device_seconds, second_result.device_seconds),
         )
         return Assessed(
             ocr_engine,
@@ -128,7 +128,7 @@ def _text_layer_checked(page: PageInput, convert: Convert, ocr_engine: str) -> A
     # The repair did no better: keep the first answer, flagged, but pay for both.
     kept = dataclasses.replace(
         result,
-        compute_seconds=repaired_seconds(result.compute_seconds, second_result.compute_seconds),
+        device_seconds=repaired_seconds(result.device_seconds, second_result.device_seconds),
     )
     return Assessed(TEXT_LAYER_ENGINE, kept, blank, first, page_score(first), "degraded", repair)
 
@@ -170,7 +170,7 @@ def _read(
     extra_seconds = orientation_seconds(orientation.cpu_seconds, result.device_kind)
     recorded = dataclasses.replace(
         result,
-        compute_seconds=result.compute_seconds + extra_seconds,
+        device_seconds=result.device_seconds + extra_seconds,
         details={**result.details, "orientation": orientation.as_dict()},
     )
     return recorded, orientation

@@ -106,7 +106,7 @@ def run_bench(
         wall_seconds=wall,
         output_tokens=sum(r.output_tokens or 0 for r in results),
         spec=spec,
-        gpu_seconds=sum(r.compute_seconds for r in results),
+        gpu_seconds=sum(r.device_seconds for r in results),
         busy_seconds=(usage.busy_ns - usage_before.busy_ns) / 1e9,
         idle_seconds=(usage.idle_ns - usage_before.idle_ns) / 1e9,
         retried_pages=sum(1 for r in results if r.details["repetition"]["retried"]),

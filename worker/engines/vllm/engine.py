@@ -145,7 +145,7 @@ class VllmEngine:
             details["model_metadata"] = meta
         return EngineResult(
             markdown=markdown,
-            compute_seconds=details["gpu_seconds"],
+            device_seconds=details["gpu_seconds"],
             device_kind=self.runner.device_kind,
             prompt_tokens=m.prompt_tokens,
             output_tokens=m.output_tokens,
