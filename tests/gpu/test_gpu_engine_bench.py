@@ -51,8 +51,8 @@ def test_bench_reports_both_modes(tiny_model: Any) -> None:
     assert speculative.spec.tokens_per_step == pytest.approx(3.5)
     assert plain.spec.draft_tokens == 0
     for result in results:
-        assert result.pages_per_second > 0 and result.gpu_seconds_per_page > 0
-        assert result.gpu_seconds == pytest.approx(result.busy_seconds)
+        assert result.pages_per_second > 0 and result.device_seconds_per_page > 0
+        assert result.device_seconds == pytest.approx(result.busy_seconds)
     table = "\n".join(lines)
     print(table)
     for label in ("pages/s", "tokens/page", "tokens/s", "acceptance", "tokens/step", "GPU s/page"):

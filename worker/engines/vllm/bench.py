@@ -36,7 +36,7 @@ class BenchResult:
     wall_seconds: float
     output_tokens: int
     spec: SpecMetrics  # from the engine's own counters over the run
-    gpu_seconds: float  # time-share charges, summed over pages
+    device_seconds: float  # time-share charges, summed over pages
     busy_seconds: float
     idle_seconds: float
     retried_pages: int
@@ -54,8 +54,8 @@ class BenchResult:
         return self.output_tokens / self.wall_seconds
 
     @property
-    def gpu_seconds_per_page(self) -> float:
-        return self.gpu_seconds / self.pages
+    def device_seconds_per_page(self) -> float:
+        return self.device_seconds / self.pages
 
 
 def load_pages(inputs: Sequence[Path], count: int, profile: ModelProfile) -> list[PageInput]:
@@ -106,7 +106,7 @@ def run_bench(
         wall_seconds=wall,
         output_tokens=sum(r.output_tokens or 0 for r in results),
         spec=spec,
-        gpu_seconds=sum(r.device_seconds for r in results),
+        device_seconds=sum(r.device_seconds for r in results),
         busy_seconds=(usage.busy_ns - usage_before.busy_ns) / 1e9,
         idle_seconds=(usage.idle_ns - usage_before.idle_ns) / 1e9,
         retried_pages=sum(1 for r in results if r.details["repetition"]["retried"]),
@@ -123,7 +123,7 @@ def format_results(results: Sequence[BenchResult]) -> str:
         ("tokens/s", *[f"{r.tokens_per_second:.1f}" for r in results]),
         ("acceptance", *[_acceptance(r) for r in results]),
         ("tokens/step", *[f"{r.spec.tokens_per_step:.2f}" for r in results]),
-        ("GPU s/page", *[f"{r.gpu_seconds_per_page:.4f}" for r in results]),
+        ("GPU s/page", *[f"{r.device_seconds_per_page:.4f}" for r in results]),
         ("busy s / idle s", *[f"{r.busy_seconds:.2f} / {r.idle_seconds:.2f}" for r in results]),
         ("retried pages", *[str(r.retried_pages) for r in results]),
     ]

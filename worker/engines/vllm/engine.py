@@ -130,7 +130,9 @@ class VllmEngine:
             "queue_seconds": m.queue_seconds,
             "prefill_seconds": m.prefill_seconds,
             "decode_seconds": m.decode_seconds,
-            "gpu_seconds": sum(a.measurement.gpu_seconds for a in attempts),
+            "device_seconds": sum(a.measurement.device_seconds for a in attempts),
+            # The old name of device_seconds, kept for one release.
+            "gpu_seconds": sum(a.measurement.device_seconds for a in attempts),
             "gpu_seconds_settled": all(a.measurement.gpu_settled for a in attempts),
             "spec": spec.as_dict() if spec.steps or self.runner.speculative else None,
             "repetition": {
@@ -145,7 +147,7 @@ class VllmEngine:
             details["model_metadata"] = meta
         return EngineResult(
             markdown=markdown,
-            device_seconds=details["gpu_seconds"],
+            device_seconds=details["device_seconds"],
             device_kind=self.runner.device_kind,
             prompt_tokens=m.prompt_tokens,
             output_tokens=m.output_tokens,

@@ -67,18 +67,21 @@ class AttemptMeasurement:
     decode_seconds: float | None  # first to last token
     admission_wait_seconds: float  # waiting for a batch slot before the engine saw it
     spec: SpecMetrics | None
-    gpu_ns: int  # time-share charge, device-nanoseconds
+    device_ns: int  # time-share charge, device-nanoseconds
     gpu_settled: bool  # False when the charge was settled by force (see timeshare)
     acceptance_histogram: list[int] = field(default_factory=list)
 
     @property
-    def gpu_seconds(self) -> float:
-        return self.gpu_ns / NS_PER_S
+    def device_seconds(self) -> float:
+        return self.device_ns / NS_PER_S
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["spec"] = self.spec.as_dict() if self.spec is not None else None
-        data["gpu_seconds"] = self.gpu_seconds
+        data["device_seconds"] = self.device_seconds
+        # The old names, kept for one release: pages stored before the rename have only them.
+        data["gpu_ns"] = self.device_ns
+        data["gpu_seconds"] = self.device_seconds
         return data
 
 

@@ -119,7 +119,7 @@ class EngineRunner:
         async with slot.admission:
             admitted = time.monotonic()
             final, text, token_ids = await self._stream(slot, prompt, params, request_id, admitted)
-        gpu_ns, settled = await self._charge(request_id, final)
+        device_ns, settled = await self._charge(request_id, final)
         completion = final.outputs[0]
         spec, histogram = spec_from_output(completion)
         queue_s, prefill_s, decode_s = stage_seconds(final.metrics)
@@ -134,7 +134,7 @@ class EngineRunner:
             decode_seconds=decode_s,
             admission_wait_seconds=admitted - asked,
             spec=spec,
-            gpu_ns=gpu_ns,
+            device_ns=device_ns,
             gpu_settled=settled,
             acceptance_histogram=histogram,
         )
