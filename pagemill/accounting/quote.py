@@ -3,7 +3,9 @@
 Each selected page is priced at the recent mean cost of the engine it will most
 likely be routed to, by the rule prepare routes it by (pagemill.routing) applied to
 what inspection measured of the page. A page inspection cannot tell (not measured,
-or no history to go by) is priced as OCR would read it: the dearer guess.
+or no history to go by) is priced as OCR would read it: the dearer guess. A page
+that draws nothing is free: it is found blank before any OCR engine runs
+(worker.stages.quality).
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from pagemill.accounting.pricing import SECONDS_PER_HOUR, USD_PRECISION, price_u
 from pagemill.documents.facts import TextLayerFacts
 from pagemill.documents.inspect import DocumentInfo
 from pagemill.domain import SourceKind
-from pagemill.routing import route_page
+from pagemill.routing import TEXT_LAYER_ENGINE, route_page
 from pagemill.settings import Settings
 
 # Pages whose recent cost makes up the quote: enough to smooth noise, recent
 # enough to follow a price change.
 QUOTE_WINDOW_PAGES = 500
+# Stands for the engine of a page no engine reads (a blank page routed to OCR).
+NO_ENGINE = ""
 # What a page inspection did not measure is taken to have: no text layer, which
 # `auto` routes to OCR.
 UNMEASURED = TextLayerFacts(
@@ -45,12 +49,16 @@ def mean_page_cost_usd(session: Session, settings: Settings, engine: str) -> Dec
 def likely_engines(
     info: DocumentInfo, numbers: Sequence[int], requested: str, ocr_engine: str
 ) -> Counter[str]:
-    """How many of the selected pages each engine will most likely read."""
+    """How many of the selected pages each engine will most likely read (NO_ENGINE:
+    pages found blank before OCR)."""
     has_pdf_page = info.kind is SourceKind.pdf
-    return Counter(
-        route_page(requested, info.facts_of(number) or UNMEASURED, has_pdf_page, ocr_engine).engine
-        for number in numbers
-    )
+    engines: Counter[str] = Counter()
+    for number in numbers:
+        facts = info.facts_of(number) or UNMEASURED
+        engine = route_page(requested, facts, has_pdf_page, ocr_engine).engine
+        blank = facts.draws_nothing and engine != TEXT_LAYER_ENGINE
+        engines[NO_ENGINE if blank else engine] += 1
+    return engines
 
 
 def quote_usd(
@@ -63,6 +71,7 @@ def quote_usd(
 ) -> Decimal:
     """The selected pages, each at the recent mean cost of its likely engine."""
     pages = likely_engines(info, numbers, requested, ocr_engine)
+    pages.pop(NO_ENGINE, None)
     total = sum(
         (mean_page_cost_usd(session, settings, engine) * count for engine, count in pages.items()),
         Decimal(0),

@@ -12,11 +12,12 @@ from pagemill.domain import PageStatus
 
 
 def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | None:
-    """The mean cost of the engine's last `window` succeeded pages; None with no history."""
+    """The mean cost of the engine's last `window` succeeded pages; None with no history.
+    Blank pages are left out: no engine read them, and the quote prices them apart."""
     recent = (
         select(Page.cost_usd)
         .where(Page.engine == engine, Page.status == PageStatus.succeeded)
-        .where(Page.cost_usd.is_not(None))
+        .where(Page.cost_usd.is_not(None), Page.blank.is_not(True))
         .order_by(Page.finished_at.desc())
         .limit(window)
         .subquery()

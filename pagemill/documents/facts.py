@@ -24,6 +24,8 @@ class TextLayerFacts:
     unreadable_chars: int  # U+FFFD and other glyphs the text layer could not map
     invisible_text_chars: int  # render mode 3 text: an OCR layer laid over a scan
     image_coverage: float  # share of the page area covered by raster images, 0..1
+    # Nothing at all is drawn (no text, image or path): a blank page, which no engine reads.
+    draws_nothing: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,14 @@ def image_coverage(page: pymupdf.Page) -> float:
 
 def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
     trace = trace_text(page)
+    text_chars = trace.visible_chars + trace.invisible_chars
+    coverage = image_coverage(page)
     return TextLayerFacts(
-        text_chars=trace.visible_chars + trace.invisible_chars,
+        text_chars=text_chars,
         unreadable_chars=trace.unreadable_chars,
         invisible_text_chars=trace.invisible_chars,
-        image_coverage=image_coverage(page),
+        image_coverage=coverage,
+        # The bounding boxes of everything drawn: asked only of a page with no text and no
+        # image, where it is a short list.
+        draws_nothing=text_chars == 0 and coverage == 0 and not page.get_bboxlog(),
     )

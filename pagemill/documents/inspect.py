@@ -256,11 +256,14 @@ def facts_as_line(facts: TextLayerFacts | None) -> list[Any] | None:
         facts.unreadable_chars,
         facts.invisible_text_chars,
         facts.image_coverage,
+        facts.draws_nothing,
     ]
 
 
 def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
     if entry is None:
         return None
-    text_chars, unreadable, invisible, coverage = entry
-    return TextLayerFacts(int(text_chars), int(unreadable), int(invisible), float(coverage))
+    text_chars, unreadable, invisible, coverage, draws_nothing = entry
+    return TextLayerFacts(
+        int(text_chars), int(unreadable), int(invisible), float(coverage), bool(draws_nothing)
+    )

@@ -16,10 +16,11 @@ from pagemill.documents.inspect import DocumentInfo
 from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
 from tests.conftest import SAMPLES
 
-# Recent costs a page, three pages each: means 0.000002 (text layer) and 0.00004 (OCR).
-HISTORY = {
+# Recent costs a page, three pages each: means 0.000002 (text layer) and 0.00004 (OCR);
+# a blank page (None) costs nothing and leaves the mean alone.
+HISTORY: dict[str, list[str | None]] = {
     "textlayer": ["0.00000100", "0.00000200", "0.00000300"],
-    "rapidocr": ["0.00003000", "0.00004000", "0.00005000"],
+    "rapidocr": ["0.00003000", None, "0.00004000", "0.00005000"],
 }
 TEXT_LAYER_MEAN = Decimal("0.00000200")
 OCR_MEAN = Decimal("0.00004000")
@@ -55,7 +56,8 @@ def history(db: str) -> Iterator[None]:
                         number=number,
                         status=PageStatus.succeeded,
                         engine=engine,
-                        cost_usd=Decimal(cost),
+                        cost_usd=Decimal(cost or 0),
+                        blank=cost is None,
                     )
                 )
     yield
@@ -96,6 +98,15 @@ def test_a_mixed_document_is_quoted_page_by_page(
     api: httpx.Client, history: None, tmp_path: Path
 ) -> None:
     assert quoted(api, mixed_pdf(tmp_path / "mixed.pdf")) == 3 * TEXT_LAYER_MEAN + OCR_MEAN
+
+
+def test_a_blank_page_is_free(api: httpx.Client, history: None, tmp_path: Path) -> None:
+    # Found blank before OCR runs, as prepare and the quality stage will find it.
+    path = tmp_path / "with-blank.pdf"
+    with pymupdf.open(str(SAMPLES / "invoice-multipage.pdf")) as document:
+        document.new_page()
+        document.save(str(path))
+    assert quoted(api, path) == 3 * TEXT_LAYER_MEAN
 
 
 def test_pages_inspection_could_not_tell_are_quoted_as_ocr(history: None) -> None:
