@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
+import cv2
 import numpy as np
 from PIL import Image, ImageFilter
 
@@ -25,6 +26,14 @@ SKEW_DEGREES = (0.7, 2.0)
 # Quality of a strongly compressed JPEG, as a phone or a mail gateway makes.
 JPEG_QUALITY = 25
 WHITE = 255
+# A phone photo of a sheet on a table: each corner moved by up to this share of the
+# side (perspective), light falling off to this share across the page, sensor noise
+# and a phone's JPEG quality.
+PHOTO_CORNER_SHIFT = 0.04
+PHOTO_LIGHT_FALLOFF = 0.55
+PHOTO_NOISE_SIGMA = 4.0
+PHOTO_JPEG_QUALITY = 45
+PHOTO_TABLE_GREY = 200
 
 Degrade = Callable[[Image.Image, np.random.Generator], Image.Image]
 
@@ -54,6 +63,33 @@ def _skew(image: Image.Image, rng: np.random.Generator) -> Image.Image:
 def _jpeg(image: Image.Image, _rng: np.random.Generator) -> Image.Image:
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    buffer.seek(0)
+    with Image.open(buffer) as compressed:
+        return compressed.convert("L")
+
+
+def photograph(image: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """The page photographed: margin of table around it, perspective, uneven light, JPEG."""
+    pixels = np.asarray(image.convert("L"), dtype=np.float32)
+    height, width = pixels.shape
+    pad = int(0.06 * max(height, width))
+    canvas = np.full((height + 2 * pad, width + 2 * pad), float(WHITE), np.float32)
+    canvas[pad : pad + height, pad : pad + width] = pixels
+    rows, cols = canvas.shape
+    corners = np.array([[0, 0], [cols, 0], [cols, rows], [0, rows]], dtype=np.float32)
+    shifted = corners + rng.uniform(-PHOTO_CORNER_SHIFT, PHOTO_CORNER_SHIFT, (4, 2)) * [cols, rows]
+    warp = cv2.getPerspectiveTransform(corners, shifted.astype(np.float32))
+    warped = cv2.warpPerspective(
+        canvas, warp, (cols, rows), flags=cv2.INTER_LINEAR, borderValue=PHOTO_TABLE_GREY
+    )
+    light = np.linspace(1.0, PHOTO_LIGHT_FALLOFF, cols)[None, :]
+    if rng.random() < 0.5:
+        light = light[:, ::-1]
+    lit = warped * light + rng.normal(0.0, PHOTO_NOISE_SIGMA, warped.shape)
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(lit, 0, 255).astype(np.uint8), mode="L").save(
+        buffer, format="JPEG", quality=PHOTO_JPEG_QUALITY
+    )
     buffer.seek(0)
     with Image.open(buffer) as compressed:
         return compressed.convert("L")

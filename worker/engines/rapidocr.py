@@ -1,18 +1,23 @@
 """CPU OCR with rapidocr 3.10.0 and its bundled default models.
 
-rapidocr returns boxes and lines; pymupdf4llm's layout pass turns them into
-Markdown in reading order, tables included. The page image is wrapped in a PDF
-page sized so that re-rendering at the same dpi gives back the same pixels.
+rapidocr returns text lines with their boxes and word boxes; `ocr_layout` orders
+them by region (columns, then lines), finds tables, and writes plain Markdown.
+The layout pass of pymupdf4llm is not used here: on OCR words it read photos as
+"picture text" (HTML comments and `<br>`) and interleaved scanned columns.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from functools import lru_cache
+from typing import Any
 
-import pymupdf
+import cv2
+import numpy as np
 
-from worker.engines._pymupdf4llm import page_to_markdown
-from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineResult, PageInput
+from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
+from worker.engines.ocr_layout import Box, Line, Word, page_markdown
 
 
 class RapidOcrEngine:
@@ -23,22 +28,71 @@ class RapidOcrEngine:
 
     def convert(self, page: PageInput) -> EngineResult:
         started = time.process_time()
-        with _image_as_pdf(page.require_image(), page.image_dpi) as document:
-            markdown = page_to_markdown(document, force_ocr=True, ocr_dpi=page.image_dpi)
+        lines = read_lines(page.require_image())
         return EngineResult(
-            markdown=markdown,
+            markdown=page_markdown(lines),
             # onnxruntime runs on several threads: process CPU time counts them all.
             device_seconds=time.process_time() - started,
             device_kind="cpu",
             finish_reason="stop",
+            details={"lines": len(lines)},
         )
 
 
-def _image_as_pdf(png: bytes, dpi: int) -> pymupdf.Document:
-    with pymupdf.open(stream=png, filetype="png") as image:
-        width_px, height_px = image[0].rect.width, image[0].rect.height
-    document = pymupdf.open()
-    scale = 72.0 / dpi
-    page = document.new_page(width=width_px * scale, height=height_px * scale)
-    page.insert_image(page.rect, stream=png)
-    return document
+def read_lines(png: bytes) -> list[Line]:
+    """The page's text lines as rapidocr reads them, with their word boxes."""
+    image = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise EngineError("The page image could not be decoded.")
+    with _LOCK:
+        result = _ocr()(image, return_word_box=True)
+    if result.boxes is None or result.txts is None:
+        return []
+    word_results = result.word_results or [()] * len(result.txts)
+    return [
+        _line(text, quad, words)
+        for text, quad, words in zip(result.txts, result.boxes, word_results, strict=False)
+        if str(text).strip()
+    ]
+
+
+def _line(text: str, quad: Any, words: Any) -> Line:
+    box = _box(quad)
+    parsed = tuple(
+        Word(str(word_text), _box(word_quad))
+        for word_text, _score, word_quad in (words or ())
+        if str(word_text).strip()
+    )
+    if " ".join(w.text for w in parsed).split() != text.split():
+        # Word boxes are cut where the recogniser put spaces; when they do not give back
+        # the line's text, the line stands as one word.
+        parsed = (Word(text, box),)
+    return Line(text=text, box=box, words=parsed, slope=_slope(quad))
+
+
+def _slope(quad: Any) -> float:
+    """Rise per pixel of the box's top edge (rapidocr gives corners clockwise from top left)."""
+    points = np.asarray(quad, dtype=float).reshape(-1, 2)
+    (x0, y0), (x1, y1) = points[0], points[1]
+    return float((y1 - y0) / (x1 - x0)) if x1 - x0 > 1 else 0.0
+
+
+def _box(quad: Any) -> Box:
+    points = np.asarray(quad, dtype=float).reshape(-1, 2)
+    return Box(
+        float(points[:, 0].min()),
+        float(points[:, 1].min()),
+        float(points[:, 0].max()),
+        float(points[:, 1].max()),
+    )
+
+
+# One engine a process; its per-call switches (word boxes) live on the shared instance.
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _ocr() -> Any:
+    from rapidocr import RapidOCR
+
+    return RapidOCR(params={"Global.log_level": "error"})

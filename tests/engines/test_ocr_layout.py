@@ -1,0 +1,171 @@
+"""OCR lines to Markdown, on line boxes laid out as pages lay them out (no OCR run)."""
+
+from __future__ import annotations
+
+import re
+
+from worker.engines.ocr_layout import Box, Line, Word, page_markdown
+
+LINE_HEIGHT = 24.0
+
+
+def line(text: str, x0: float, y0: float, char_px: float = 10.0) -> Line:
+    """A line box as the recogniser gives it, its words placed by character count."""
+    words = []
+    x = x0
+    for word in text.split():
+        words.append(Word(word, Box(x, y0, x + char_px * len(word), y0 + LINE_HEIGHT)))
+        x += char_px * (len(word) + 1)
+    return Line(text, Box(x0, y0, x0 + char_px * len(text), y0 + LINE_HEIGHT), tuple(words))
+
+
+def column(texts: list[str], x0: float, y0: float) -> list[Line]:
+    return [line(text, x0, y0 + 28.0 * index) for index, text in enumerate(texts)]
+
+
+LEFT = [
+    "the first column opens the story",
+    "and carries on down the page to",
+    "its very end in one line after",
+    "another until the column stops",
+]
+RIGHT = [
+    "then the second column picks up",
+    "the thread where the first one",
+    "left it and runs down the right",
+    "half of the page to its foot",
+]
+
+
+def test_two_columns_read_one_after_the_other_with_nothing_glued() -> None:
+    # Rows of both columns share baselines and a narrow gutter (12 px for 24 px lines).
+    lines = [*column(LEFT, 100, 200), *column(RIGHT, 432, 200)]
+    markdown = page_markdown(lines)
+    assert markdown.split() == " ".join(LEFT + RIGHT).split()
+    for left, right in zip(LEFT, RIGHT, strict=True):
+        assert f"{left} {right}" not in markdown
+
+
+def test_columns_stay_apart_when_paragraph_breaks_line_up_across_the_gutter() -> None:
+    # A title over both columns, and a paragraph break at the same height in both.
+    title = line("A title across the whole width", 100, 100)
+    lines = [
+        title,
+        *column(LEFT[:2], 100, 200),
+        *column(LEFT[2:], 100, 280),
+        *column(RIGHT[:2], 432, 200),
+        *column(RIGHT[2:], 432, 280),
+    ]
+    markdown = page_markdown(lines)
+    assert markdown.split() == " ".join([title.text, *LEFT, *RIGHT]).split()
+
+
+def test_labels_and_their_amounts_read_across_on_one_line() -> None:
+    labels = ["Coffee", "Croissant", "Orange juice", "TOTAL:"]
+    amounts = ["3.50", "2.20", "4.10", "9.80"]
+    lines = [
+        item
+        for index, (label, amount) in enumerate(zip(labels, amounts, strict=True))
+        for item in (line(label, 40, 100 + 30 * index), line(amount, 300, 100 + 30 * index))
+    ]
+    text_lines = page_markdown(lines).splitlines()
+    for label, amount in zip(labels, amounts, strict=True):
+        assert f"{label} {amount}" in text_lines
+
+
+def test_rows_of_aligned_cells_become_a_markdown_table() -> None:
+    rows = [
+        ("Description", "Qty", "Price", "Amount"),
+        ("Office chair", "1", "70.00", "70.00"),
+        ("Desk lamp", "2", "15.00", "30.00"),
+        ("Paper", "10", "4.50", "45.00"),
+    ]
+    xs = (40, 400, 520, 660)
+    lines = [
+        line(cell, x, 300 + 30 * r)
+        for r, row in enumerate(rows)
+        for cell, x in zip(row, xs, strict=True)
+    ]
+    lines.append(line("Thank you for your order.", 40, 500))
+    markdown = page_markdown(lines)
+    table = [row for row in markdown.splitlines() if row.startswith("|")]
+    assert table[0] == "| Description | Qty | Price | Amount |"
+    assert table[1] == "| --- | --- | --- | --- |"
+    assert table[2:] == [f"| {' | '.join(row)} |" for row in rows[1:]]
+    assert markdown.rstrip().endswith("Thank you for your order.")
+
+
+def test_two_cells_read_as_one_line_are_split_at_the_column_their_words_stand_in() -> None:
+    # The recogniser often reads two close cells ("0.00 15%") as one line; its word
+    # boxes still stand in the two columns.
+    lines = []
+    for r, (name, qty, disc, tax) in enumerate(
+        [
+            ("Item", "Qty", "Disc.", "Tax"),
+            ("Chair", "1", "0.00", "15%"),
+            ("Lamp", "2", "5.00", "15%"),
+        ]
+    ):
+        y = 300 + 30 * r
+        first, second = line(disc, 500, y), line(tax, 580, y)
+        merged = Line(
+            f"{disc} {tax}",
+            Box(first.box.x0, y, second.box.x1, y + LINE_HEIGHT),
+            first.words + second.words,
+        )
+        lines += [line(name, 40, y), line(qty, 300, y), merged]
+    markdown = page_markdown(lines)
+    rows = [row for row in markdown.splitlines() if row.startswith("| ") and "---" not in row]
+    assert rows == [
+        "| Item | Qty | Disc. | Tax |",
+        "| Chair | 1 | 0.00 | 15% |",
+        "| Lamp | 2 | 5.00 | 15% |",
+    ]
+
+
+def test_three_text_columns_are_not_a_table() -> None:
+    words = [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+    ]
+    texts = [" ".join(words[i : i + 6]) for i in range(0, 6)]
+    lines = [*column(texts, 40, 100), *column(texts, 400, 100), *column(texts, 760, 100)]
+    assert "|" not in page_markdown(lines)
+
+
+def test_markup_the_recogniser_reads_is_text_and_never_html() -> None:
+    lines = [line("<!-- not a comment --> a<br>b", 40, 100), line("# not a heading", 40, 128)]
+    markdown = page_markdown(lines)
+    # Escaped, so no Markdown renderer reads a comment or a tag.
+    assert re.search(r"(?<!\\)<", markdown) is None
+    assert markdown.replace("\\", "").split() == [
+        "<!--",
+        "not",
+        "a",
+        "comment",
+        "-->",
+        "a<br>b",
+        "#",
+        "not",
+        "a",
+        "heading",
+    ]
+    assert not markdown.splitlines()[-1].startswith("#")
+
+
+def test_a_tall_line_on_its_own_is_a_heading() -> None:
+    heading = Line(
+        "Annual report", Box(40, 40, 400, 80), (Word("Annual report", Box(40, 40, 400, 80)),)
+    )
+    body = column(LEFT, 40, 120)
+    assert page_markdown([heading, *body]).splitlines()[0] == "## Annual report"
