@@ -17,6 +17,7 @@ from typing import Any
 
 from pagemill.documents.inspect import inspect_document
 from pagemill.documents.pagerange import parse_page_selection
+from pagemill.engines.catalog import DEFAULT_OCR_ENGINE
 from pagemill.quality.furniture import FurnitureMode
 from worker.engines.base import EngineResult, PageInput
 from worker.engines.registry import get_engine, render_dpi_for
@@ -25,7 +26,7 @@ from worker.pipeline import assemble_document
 from worker.render import render_pages
 from worker.stages.quality import convert_checked
 
-OCR_ENGINE = "rapidocr"
+OCR_ENGINE = DEFAULT_OCR_ENGINE
 # Pixel budget for one page, as the workers' default.
 MAX_RENDER_PIXELS = 40_000_000
 

@@ -33,8 +33,9 @@ from cli.evaluation.thresholds import (
 )
 from cli.evaluation.variants import make_variants
 from cli.progress import progress_bar
+from pagemill.engines.catalog import LOCAL_ENGINE_CHOICES
 
-ENGINES = ("auto", "textlayer", "rapidocr")
+ENGINES = LOCAL_ENGINE_CHOICES
 # Exit statuses: 1 is a result that falls short (a document failed, a threshold was
 # missed); 2 is an evaluation that could not be run as asked.
 EXIT_SHORT = 1

@@ -18,7 +18,11 @@ from rich.progress import (
 from rich.table import Table
 
 from cli.progress import progress_bar
+from pagemill.engines.catalog import LOCAL_ENGINE_CHOICES, describe_choices
 from pagemill.ops.catalog import VIEWS as OPS_VIEWS
+
+# No GPU and no workers here: the engines that run in this process.
+LOCAL_ENGINES = describe_choices(LOCAL_ENGINE_CHOICES)
 
 app = typer.Typer(help="pagemill: documents in, Markdown out.", no_args_is_help=True)
 client_app = typer.Typer(help="Manage API clients.", no_args_is_help=True)
@@ -36,7 +40,7 @@ def convert(
     files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, readable=True)],
     out: Annotated[Path, typer.Option("-o", "--out", help="Output folder.")] = Path("out"),
     pages: Annotated[str | None, typer.Option(help='Pages to convert, e.g. "1-3,7".')] = None,
-    engine: Annotated[str, typer.Option(help="auto, textlayer or rapidocr.")] = "auto",
+    engine: Annotated[str, typer.Option(help=f"{LOCAL_ENGINES}.")] = "auto",
     furniture: Annotated[
         str,
         typer.Option(
@@ -51,10 +55,8 @@ def convert(
     from pagemill.documents.pagerange import PageRangeError
     from pagemill.quality.furniture import FurnitureMode
 
-    if engine not in ("auto", "textlayer", "rapidocr"):
-        raise typer.BadParameter(
-            "engine must be auto, textlayer or rapidocr", param_hint="--engine"
-        )
+    if engine not in LOCAL_ENGINE_CHOICES:
+        raise typer.BadParameter(f"engine must be {LOCAL_ENGINES}", param_hint="--engine")
     if furniture not in FurnitureMode.__members__:
         raise typer.BadParameter(
             "furniture must be separate, inline or drop", param_hint="--furniture"
@@ -110,7 +112,7 @@ def evaluate(
     out: Annotated[Path, typer.Option("-o", "--out", help="Results as JSON.")] = Path(
         "eval-results.json"
     ),
-    engine: Annotated[str, typer.Option(help="auto, textlayer or rapidocr.")] = "auto",
+    engine: Annotated[str, typer.Option(help=f"{LOCAL_ENGINES}.")] = "auto",
     variants: Annotated[
         bool, typer.Option(help="Also score scans made from the folder's born-digital PDFs.")
     ] = False,

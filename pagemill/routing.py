@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+# The engine that reads the PDF's text layer and never the pixels, and those that read
+# pixels (a job may ask for one by name).
+from pagemill.engines.catalog import OCR_ENGINES, TEXT_LAYER_ENGINE
+
 # Fewer characters than this is a page number or a stray label, not a text layer
 # that carries the page; such pages are usually scans.
 MIN_TEXT_CHARS = 25
@@ -21,11 +25,6 @@ MAX_INVISIBLE_SHARE = 0.5
 # A page this covered by raster images with this little text is a scan with a stamp on it.
 SCAN_IMAGE_COVERAGE = 0.85
 SCAN_MAX_TEXT_CHARS = 200
-
-# The engine that reads the PDF's text layer and never the pixels.
-TEXT_LAYER_ENGINE = "textlayer"
-# Engines that read pixels; a job may ask for one by name.
-OCR_ENGINES = ("rapidocr", "vllm")
 
 
 class RoutingFacts(Protocol):

@@ -12,13 +12,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-# Refused in production: see the validator below.
-DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
+from pagemill.engines.catalog import AUTO, CPU_OCR_ENGINES, DEFAULT_OCR_ENGINE, LOCAL_ENGINE_CHOICES
 
 # Refused in production: see the validator below.
 DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
 
-EngineChoice = Literal["auto", "textlayer", "rapidocr"]
+# Refused in production: see the validator below.
+DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
 
 
 class Settings(BaseSettings):
@@ -74,11 +74,15 @@ class Settings(BaseSettings):
     # --- Documents.
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="Largest upload accepted.")
     max_pages: int = Field(2000, description="Most pages one job may hold.")
-    default_engine: EngineChoice = Field(
-        "auto", description="auto routes each page: text layer where trustworthy, else OCR."
+    default_engine: str = Field(
+        AUTO,
+        description="auto routes each page: text layer where trustworthy, else OCR. auto or "
+        "a CPU engine of pagemill.engines.catalog; a job asks for a GPU engine by name.",
     )
-    ocr_engine: Literal["rapidocr"] = Field(
-        "rapidocr", description="The OCR engine `auto` uses for pages without a usable text layer."
+    ocr_engine: str = Field(
+        DEFAULT_OCR_ENGINE,
+        description="The OCR engine `auto` uses for pages without a usable text layer: a CPU "
+        "OCR engine of pagemill.engines.catalog.",
     )
     max_page_side_pt: float = Field(
         14_400,
@@ -325,6 +329,20 @@ class Settings(BaseSettings):
         for cidr in self.webhook_allowed_cidrs:
             ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad entry
         return self
+
+    @field_validator("default_engine")
+    @classmethod
+    def _a_local_engine(cls, value: str) -> str:
+        if value not in LOCAL_ENGINE_CHOICES:
+            raise ValueError(f"must be one of {', '.join(LOCAL_ENGINE_CHOICES)}")
+        return value
+
+    @field_validator("ocr_engine")
+    @classmethod
+    def _a_cpu_ocr_engine(cls, value: str) -> str:
+        if value not in CPU_OCR_ENGINES:
+            raise ValueError(f"must be one of {', '.join(CPU_OCR_ENGINES)}")
+        return value
 
     @field_validator("commercial_license_reference", mode="before")
     @classmethod

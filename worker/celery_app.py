@@ -26,6 +26,7 @@ from celery.signals import (
 from pagemill.db.session import session_factory
 from pagemill.documents.sandbox import start_fork_server
 from pagemill.domain import Stage
+from pagemill.engines import catalog
 from pagemill.forks import release_inherited_connections
 from pagemill.jobs.reaper import start_reaper_thread
 from pagemill.queue import make_celery
@@ -100,7 +101,9 @@ def _drain_gpu_engine(**_: Any) -> None:
     # Drain the GPU engine on its own thread: pages in flight finish, the rest are
     # refused and go back to the queue (see worker.bridge).
     global _engine_shutdown
-    engine = created_engine("vllm")
+    # A worker runs at most one GPU engine: the one its queues are for.
+    created = (created_engine(name) for name in sorted(catalog.GPU_ENGINES))
+    engine = next((engine for engine in created if engine is not None), None)
     if engine is not None and hasattr(engine, "shutdown"):
         _engine_shutdown = threading.Thread(target=engine.shutdown, name="pagemill-gpu-drain")
         _engine_shutdown.start()

@@ -15,7 +15,8 @@ from importlib import metadata
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from pagemill.queue import OCR_GPU_COMMERCIAL_STAGE, OCR_GPU_STAGE
+from pagemill.engines import catalog
+from pagemill.engines.catalog import EngineKind
 from pagemill.settings import Settings
 from pagemill.workers import registry
 from worker.engines.registry import licence_basis
@@ -36,8 +37,13 @@ def choose_worker_id() -> str:
 
 
 def engine_for_queues(queues: list[str], settings: Settings) -> str:
-    gpu_queues = {settings.queue(OCR_GPU_STAGE), settings.queue(OCR_GPU_COMMERCIAL_STAGE)}
-    return "vllm" if gpu_queues & set(queues) else settings.ocr_engine
+    """The GPU engine whose queues this worker consumes, else the CPU OCR engine."""
+    consumed = set(queues)
+    for spec in catalog.ENGINES:
+        gpu_queues = {settings.queue(stage) for stage in spec.queues.stages}
+        if spec.kind is EngineKind.gpu and gpu_queues & consumed:
+            return spec.name
+    return settings.ocr_engine
 
 
 def build_registration(queues: list[str], settings: Settings) -> registry.Registration:
@@ -67,12 +73,14 @@ def refuse_unlicensed_commercial_queue(
 ) -> str | None:
     """A reason to refuse to start, or None. Consuming the commercial queue without a
     commercial basis would process commercial pages the licence does not allow."""
-    if settings.queue(OCR_GPU_COMMERCIAL_STAGE) not in registration.queues:
+    commercial = [settings.queue(stage) for stage in catalog.COMMERCIAL_STAGES]
+    consumed = [queue for queue in commercial if queue in registration.queues]
+    if not consumed:
         return None
     if registration.permits_commercial:
         return None
     return (
-        f"this worker consumes {settings.queue(OCR_GPU_COMMERCIAL_STAGE)} but runs "
+        f"this worker consumes {', '.join(consumed)} but runs "
         f"{registration.model} ({registration.model_license}) without a commercial licence: "
         "set PAGEMILL_COMMERCIAL_LICENSE_REFERENCE or drop that queue"
     )

@@ -26,11 +26,12 @@ from PIL import Image
 
 from cli.evaluation.degrade import VARIANT_KINDS, degrade
 from cli.evaluation.discovery import documents_under, find_ground_truth
+from pagemill.engines.catalog import DEFAULT_OCR_ENGINE, TEXT_LAYER_ENGINE
 from worker.engines.registry import render_dpi_for
 from worker.engines.router import route_page
 from worker.render import pdf_page_facts
 
-OCR_ENGINE = "rapidocr"
+OCR_ENGINE = DEFAULT_OCR_ENGINE
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def not_born_digital(document: pymupdf.Document, page_count: int) -> str | None:
     for index in range(page_count):
         page = document[index]
         route = route_page("auto", pdf_page_facts(page, page.number + 1), True, OCR_ENGINE)
-        if route.engine != "textlayer":
+        if route.engine != TEXT_LAYER_ENGINE:
             return f"page {page.number + 1}: {route.reason}"
     return None
 

@@ -11,9 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-# The CPU engines read pages at 150 dpi: 10 pt body text is about 21 px high,
-# where rapidocr's recogniser reads well, and an A4 page stays under 2.2 megapixels.
-CPU_ENGINE_RENDER_DPI = 150
+# Declared with the engines that read at it; here for those engines' modules.
+from pagemill.engines.catalog import CPU_ENGINE_RENDER_DPI as CPU_ENGINE_RENDER_DPI
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from pagemill.engines.catalog import LicenceBasis
+
 InputKind = Literal["image", "text"]
 OutputFormat = Literal["markdown", "deepseek_grounding", "yaml_front_matter"]
 
@@ -225,3 +227,21 @@ def get_profile(name: str) -> ModelProfile:
     except KeyError:
         known = ", ".join(sorted(PROFILES))
         raise ValueError(f"unknown model profile {name!r} (known: {known})") from None
+
+
+def configured_profile() -> ModelProfile:
+    """The profile PAGEMILL_VLLM_PROFILE names."""
+    from worker.engines.vllm.settings import VllmSettings
+
+    return get_profile(VllmSettings().profile)
+
+
+def configured_render_dpi() -> int:
+    """The engine's render dpi in the catalogue (pagemill.engines.catalog)."""
+    return configured_profile().render_dpi
+
+
+def configured_licence() -> LicenceBasis:
+    """The engine's licence in the catalogue (pagemill.engines.catalog)."""
+    profile = configured_profile()
+    return LicenceBasis(profile.name, profile.licence, profile.commercial_use_permitted)
