@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class JobStatus(StrEnum):
@@ -38,12 +39,29 @@ class LicenseUse(StrEnum):
     commercial = "commercial"
 
 
+class QueuedPage(NamedTuple):
+    """A page to publish for OCR, with what picks its queue: the engine it was routed
+    to ("" when prepare routed none) and the licence class it is processed under."""
+
+    page_id: int
+    engine: str
+    license_use: LicenseUse | None
+
+
 class SourceKind(StrEnum):
     pdf = "pdf"
     png = "png"
     jpeg = "jpeg"
     tiff = "tiff"
     webp = "webp"
+
+
+class DeliveryStatus(StrEnum):
+    """A webhook delivery's state."""
+
+    pending = "pending"  # waiting for its next attempt (or in one)
+    succeeded = "succeeded"  # a 2xx answer
+    dead = "dead"  # retries used up, refused destination, or endpoint gone: for ops
 
 
 class Stage(StrEnum):

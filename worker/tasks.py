@@ -32,8 +32,10 @@ from pagemill.queue import (
 )
 from pagemill.settings import get_settings
 from pagemill.storage import StorageUnavailable, get_object_store
+from pagemill.webhooks.outbox import publish_job_webhooks
 from worker.bridge import BridgeClosed
 from worker.celery_app import app
+from worker.retries import outage_backoff_s
 from worker.stages.context import StageContext
 from worker.stages.finalize import (
     fail_unstorable_job,
@@ -43,15 +45,10 @@ from worker.stages.finalize import (
 )
 from worker.stages.ocr import PageOutcome, PageRun, record_time_limit_kill, run_page
 from worker.stages.prepare import PrepareRetry, prepare_job, record_prepare_time_limit_kill
-from worker.webhook_tasks import publish_job_webhooks
 
 log = logging.getLogger(__name__)
 
 OUTAGES = (StorageUnavailable, DBAPIError, ConnectionError)
-
-
-def _backoff_s(retries: int) -> int:
-    return min(60, 2 ** (retries + 1))
 
 
 @lru_cache(maxsize=1)
@@ -68,7 +65,7 @@ def prepare(task: Task, job_id: str) -> None:
         raise task.retry(exc=error, countdown=5) from error
     except OUTAGES as error:
         log.warning("prepare %s: outage, retrying: %s", job_id, error)
-        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
+        raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
 
 
 @app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries)
@@ -76,13 +73,13 @@ def ocr_page(task: Task, page_id: int) -> None:
     # From here on the page's message is no longer pending: a loss now is the reaper's.
     ocr_message_taken(page_id)
     try:
-        run = run_page(_context(), page_id, _backoff_s(task.request.retries))
+        run = run_page(_context(), page_id, outage_backoff_s(task.request.retries))
     except BridgeClosed as closing:
         # This worker is shutting down: the message goes back for another worker.
         raise Reject(closing, requeue=True) from closing
     except OUTAGES as error:
         log.warning("page %s: outage, retrying: %s", page_id, error)
-        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
+        raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
     _publish_next(page_id, run)
 
 
@@ -158,7 +155,7 @@ def finalize(task: Task, job_id: str) -> None:
             publish_job_webhooks(job)
             return
         log.warning("finalize %s: outage, retrying: %s", job_id, error)
-        raise task.retry(exc=error, countdown=_backoff_s(task.request.retries)) from error
+        raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
     except SoftTimeLimitExceeded:
         # The soft limit leaves time to record the failure before the hard kill.
         _record_finalize_failure(job, finalize_time_limit_message(get_settings()))

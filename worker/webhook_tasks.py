@@ -16,10 +16,10 @@ from sqlalchemy.exc import DBAPIError
 from pagemill.db.session import session_factory
 from pagemill.queue import WEBHOOK_DELIVERY_TASK, publish_webhook_delivery
 from pagemill.settings import get_settings
-from pagemill.webhooks import outbox
 from pagemill.webhooks.fairness import slots_for
 from pagemill.webhooks.service import attempt_delivery
 from worker.celery_app import app
+from worker.retries import outage_backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,6 @@ def deliver_webhook(task: Task, delivery_id: str) -> None:
         )
     except (DBAPIError, ConnectionError) as error:
         log.warning("webhook delivery %s: outage, retrying: %s", delivery_id, error)
-        raise task.retry(exc=error, countdown=min(60, 2 ** (task.request.retries + 1))) from error
+        raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
     if run.publish_in_s is not None:
         publish_webhook_delivery(delivery_id, countdown_s=run.publish_in_s)
-
-
-def publish_job_webhooks(job_id: uuid.UUID) -> None:
-    """After the commit that ended a job. If the broker is down, the reaper publishes."""
-    try:
-        outbox.publish_job_deliveries(session_factory(), job_id)
-    except Exception:
-        log.exception("could not publish webhooks of job %s; left for the reaper", job_id)

@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session
 from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError
 from api.inspection import busy_error, get_inspection_gate
-from api.routes.webhooks import publish_job_webhooks
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import InspectionBusy
 from pagemill.documents.pagerange import selection_includes
@@ -30,12 +29,12 @@ from pagemill.domain import (
     LicenseUse,
     PageStatus,
 )
-from pagemill.engines.catalog import ENGINE_CHOICES, describe_choices
 from pagemill.jobs import idempotency, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
+from pagemill.webhooks.outbox import publish_job_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,9 @@ async def submit_job(
     metadata: Annotated[str | None, Form(description="A JSON object, returned as is.")] = None,
     license_use: Annotated[LicenseUse | None, Form()] = None,
     webhook_url: Annotated[str | None, Form()] = None,
-    engine: Annotated[str | None, Form(description=f"{describe_choices(ENGINE_CHOICES)}.")] = None,
+    engine: Annotated[
+        str | None, Form(description="auto, textlayer, rapidocr or vllm (GPU).")
+    ] = None,
     max_cost_usd: Annotated[
         Decimal | None,
         Form(ge=0, le=1_000_000, description="Refuse the job if its quote is above this."),
@@ -230,7 +231,7 @@ def cancel_job(
     job = _client_job(session, client, job_id)
     if job.status in TERMINAL_JOB_STATUSES:
         raise ApiError(409, "job_finished", f"The job has already ended ({job.status.value}).")
-    repository.cancel_job(session, job.id)
+    service.cancel_job(session, job.id)
     session.commit()
     publish_job_webhooks(job.id)
     session.refresh(job)

@@ -11,11 +11,10 @@ from fastapi import APIRouter, Query
 
 from api.deps import AdminDep, ClientDep, OffsetQuery, SessionDep, SettingsDep
 from api.errors import ApiError
-from pagemill.db.session import session_factory
+from pagemill.domain import DeliveryStatus
 from pagemill.jobs import repository as jobs_repository
 from pagemill.queue import publish_webhook_delivery
 from pagemill.webhooks import outbox, repository
-from pagemill.webhooks.models import DeliveryStatus
 from pagemill.webhooks.schemas import (
     OpsWebhookDeliveryListOut,
     WebhookDeliveryListOut,
@@ -29,14 +28,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["webhooks"])
 
 MAX_SECRET_OVERLAP_S = 7 * 24 * 3600
-
-
-def publish_job_webhooks(job_id: uuid.UUID) -> None:
-    """After the commit that ended a job. If the broker is down, the reaper publishes."""
-    try:
-        outbox.publish_job_deliveries(session_factory(), job_id)
-    except Exception:
-        log.exception("could not publish webhooks of job %s; left for the reaper", job_id)
 
 
 @router.get("/v1/jobs/{job_id}/webhook-deliveries", response_model=WebhookDeliveryListOut)

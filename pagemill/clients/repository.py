@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from pagemill.clients import keys
 from pagemill.db.models import Client
 from pagemill.domain import LicenseUse
+from pagemill.webhooks import signing
 
 
 class ClientExists(Exception):
@@ -30,6 +31,7 @@ def create_client(
         api_key_sha256=issued.sha256,
         is_admin=is_admin,
         default_license_use=default_license_use,
+        webhook_secret=signing.new_secret(),
     )
     session.add(client)
     session.flush()

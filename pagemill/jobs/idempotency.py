@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import IdempotencyKey
+from pagemill.jobs import repository
 
 
 class IdempotencyKeyReused(Exception):
@@ -51,27 +49,11 @@ def begin(
     """Claim the key for this request (None), or return the stored first response.
 
     Commits: the claim must be visible to a concurrent duplicate at once."""
-    session.execute(
-        delete(IdempotencyKey).where(
-            IdempotencyKey.client_id == client_id,
-            IdempotencyKey.key == key,
-            IdempotencyKey.created_at < func.now() - ttl,
-        )
-    )
-    claimed = session.execute(
-        insert(IdempotencyKey)
-        .values(client_id=client_id, key=key, request_sha256=request_sha256)
-        .on_conflict_do_nothing()
-        .returning(IdempotencyKey.key)
-    ).one_or_none()
-    if claimed is not None:
+    repository.delete_expired_idempotency_key(session, client_id, key, ttl)
+    if repository.insert_idempotency_key(session, client_id, key, request_sha256):
         session.commit()
         return None
-    row = session.scalar(
-        select(IdempotencyKey)
-        .where(IdempotencyKey.client_id == client_id, IdempotencyKey.key == key)
-        .with_for_update()
-    )
+    row = repository.lock_idempotency_key(session, client_id, key)
     assert row is not None
     if row.request_sha256 != request_sha256:
         session.rollback()
@@ -81,18 +63,9 @@ def begin(
         session.rollback()
         return stored
     # A first request that died mid-way must not block its key forever.
-    stalled = session.execute(
-        update(IdempotencyKey)
-        .where(
-            IdempotencyKey.client_id == client_id,
-            IdempotencyKey.key == key,
-            IdempotencyKey.created_at < func.now() - abandoned_after,
-        )
-        .values(created_at=func.now())
-        .returning(IdempotencyKey.key)
-    ).one_or_none()
+    renewed = repository.renew_abandoned_idempotency_key(session, client_id, key, abandoned_after)
     session.commit()
-    if stalled is None:
+    if not renewed:
         raise IdempotencyKeyInFlight(key)
     return None
 
@@ -106,20 +79,10 @@ def complete(
     body: dict[str, Any],
 ) -> None:
     """Store the response, in the transaction that creates the job."""
-    session.execute(
-        update(IdempotencyKey)
-        .where(IdempotencyKey.client_id == client_id, IdempotencyKey.key == key)
-        .values(job_id=job_id, response_status=status, response_body=body)
-    )
+    repository.store_idempotent_response(session, client_id, key, job_id, status, body)
 
 
 def release(session: Session, client_id: uuid.UUID, key: str) -> None:
     """The request was rejected before any job existed: free the key for a corrected retry."""
-    session.execute(
-        delete(IdempotencyKey).where(
-            IdempotencyKey.client_id == client_id,
-            IdempotencyKey.key == key,
-            IdempotencyKey.response_status.is_(None),
-        )
-    )
+    repository.delete_unanswered_idempotency_key(session, client_id, key)
     session.commit()

@@ -21,11 +21,10 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill import queue
-from pagemill.engines import catalog
+from pagemill.domain import QueuedPage
 from pagemill.jobs import repository
 from pagemill.settings import Settings
 from pagemill.webhooks import outbox as webhook_outbox
@@ -39,7 +38,7 @@ REAPER_LOCK_KEY = 0x7061_6765
 @dataclass
 class ReapReport:
     prepares: list[str] = field(default_factory=list)
-    pages: list[tuple[int, str, str]] = field(default_factory=list)
+    pages: list[QueuedPage] = field(default_factory=list)
     finalizes: list[str] = field(default_factory=list)
     # Pages failed because no worker able to run them has been alive for the wait.
     unrunnable: list[int] = field(default_factory=list)
@@ -56,10 +55,7 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
     stale = timedelta(seconds=settings.stale_after_s)
     report = ReapReport()
     with sessions.begin() as session:
-        got_lock = session.scalar(
-            text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": REAPER_LOCK_KEY}
-        )
-        if not got_lock:
+        if not repository.try_advisory_xact_lock(session, REAPER_LOCK_KEY):
             return None
         report.prepares = [
             str(job_id)
@@ -76,12 +72,13 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
         report.webhooks = [str(i) for i in webhook_outbox.due_deliveries(session, stale)]
     for job_id in report.prepares:
         queue.publish_prepare(job_id)
-    pending = queue.pages_with_pending_message([page_id for page_id, *_ in report.pages])
-    report.pages = [page for page in report.pages if page[0] not in pending]
-    for page_id, engine, license_use in report.pages:
-        queue.publish_ocr(page_id, engine, license_use)
+    pending = queue.pages_with_pending_message([page.page_id for page in report.pages])
+    report.pages = [page for page in report.pages if page.page_id not in pending]
+    for page in report.pages:
+        queue.publish_ocr(page.page_id, page.engine, page.license_use)
     if report.unrunnable:
-        queue.remove_ocr_messages(report.unrunnable, catalog.GPU_STAGES)
+        gpu_stages = (queue.OCR_GPU_STAGE, queue.OCR_GPU_COMMERCIAL_STAGE)
+        queue.remove_ocr_messages(report.unrunnable, gpu_stages)
     for job_id in report.finalizes:
         queue.publish_finalize(job_id)
     for delivery_id in report.webhooks:
@@ -105,7 +102,7 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
 def _fail_pages_nobody_can_run(session: Session, settings: Settings) -> list[tuple[int, uuid.UUID]]:
     wait = timedelta(seconds=settings.gpu_worker_wait_s)
     failed: list[tuple[int, uuid.UUID]] = []
-    for engine in sorted(catalog.GPU_ENGINES):
+    for engine in sorted(queue.GPU_ENGINES):
         why = (
             f"Not read: no GPU worker able to run {engine} for this page has been alive "
             f"in the last {settings.gpu_worker_wait_s:g} s."

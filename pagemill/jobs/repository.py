@@ -9,22 +9,27 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import Job, Page, Worker
+from pagemill.db.models import IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
     TERMINAL_PAGE_STATUSES,
     JobStatus,
     LicenseUse,
     PageStatus,
+    QueuedPage,
 )
-from pagemill.webhooks import outbox as webhook_outbox
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
     return session.get(Job, job_id)
+
+
+def reload_job(session: Session, job_id: uuid.UUID) -> Job | None:
+    """The job as this transaction sees it now, not as an earlier read left it."""
+    return session.get(Job, job_id, populate_existing=True)
 
 
 def get_client_job(session: Session, client_id: uuid.UUID, job_id: uuid.UUID) -> Job | None:
@@ -112,14 +117,19 @@ def insert_page(session: Session, values: dict[str, Any]) -> None:
     )
 
 
-def queued_pages(session: Session, job_id: uuid.UUID) -> list[tuple[int, str, str]]:
-    """(page id, engine, licence use) of each queued page: what routing needs."""
+def page_numbers(session: Session, job_id: uuid.UUID) -> set[int]:
+    """Numbers of the job's pages recorded so far."""
+    return set(session.scalars(select(Page.number).where(Page.job_id == job_id)))
+
+
+def queued_pages(session: Session, job_id: uuid.UUID) -> list[QueuedPage]:
+    """Each queued page with what routing needs."""
     rows = session.execute(
         select(Page.id, Page.engine, Page.license_use)
         .where(Page.job_id == job_id, Page.status == PageStatus.queued)
         .order_by(Page.number)
     )
-    return [(row[0], row[1] or "", row[2].value if row[2] else "") for row in rows]
+    return [QueuedPage(row[0], row[1] or "", row[2]) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -187,7 +197,7 @@ class RunningAttempt:
     charged_seconds: float  # charged to earlier attempts
     engine_details: dict[str, Any]
     engine: str | None
-    license_use: str | None
+    license_use: LicenseUse | None
 
 
 def running_attempt(session: Session, claim: PageClaim) -> RunningAttempt | None:
@@ -230,7 +240,7 @@ def _running_attempt(session: Session, which: Any) -> RunningAttempt | None:
         charged_seconds=row[6] or 0.0,
         engine_details=dict(row[7] or {}),
         engine=row[8],
-        license_use=row[9].value if row[9] else None,
+        license_use=row[9],
     )
 
 
@@ -289,8 +299,9 @@ def complete_job(
 ) -> bool:
     """Make a running job terminal. Exactly one caller wins, however many try.
 
-    Every way a job ends comes through here, so this is where its pages end too: a
-    terminal job has no page queued or running. A page still running is taken from
+    Every way a job ends comes through here (by pagemill.jobs.service.end_job, which
+    records its event), so this is where its pages end too: a terminal job has no page
+    queued or running. A page still running is taken from
     its worker (whose result write is fenced on `running` and so changes nothing).
     """
     result = session.execute(
@@ -308,8 +319,6 @@ def complete_job(
     won = result.one_or_none() is not None
     if won:
         _close_unfinished_pages(session, job_id, status, error_message)
-        # The webhook outbox: the event commits or rolls back with the transition.
-        webhook_outbox.record_job_event(session, job_id)
     return won
 
 
@@ -332,9 +341,10 @@ def _close_unfinished_pages(
     )
 
 
-def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
-    """Cancel a job that has not ended; pages not yet finished will not run."""
-    return complete_job(session, job_id, JobStatus.cancelled, "cancelled", "Cancelled.")
+def try_advisory_xact_lock(session: Session, key: int) -> bool:
+    """Take the Postgres advisory lock `key` until this transaction ends, if no other
+    transaction holds it: one holder at a time across every process."""
+    return bool(session.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": key}))
 
 
 # --- Recovery: work whose message was lost. Each query touches what it returns,
@@ -372,7 +382,7 @@ def take_abandoned_prepares(session: Session, stale: timedelta) -> list[uuid.UUI
     )
 
 
-def take_stranded_pages(session: Session, stale: timedelta) -> list[tuple[int, str, str]]:
+def take_stranded_pages(session: Session, stale: timedelta) -> list[QueuedPage]:
     """Pages queued with no message in sight, or running on a lease that ran out."""
     job_is_live = (
         select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
@@ -389,7 +399,7 @@ def take_stranded_pages(session: Session, stale: timedelta) -> list[tuple[int, s
         .values(updated_at=func.now())
         .returning(Page.id, Page.engine, Page.license_use)
     )
-    return [(row[0], row[1] or "", row[2].value if row[2] else "") for row in rows]
+    return [QueuedPage(row[0], row[1] or "", row[2]) for row in rows]
 
 
 def fail_pages_nobody_can_run(
@@ -519,4 +529,83 @@ def release_prepare(session: Session, job_id: uuid.UUID, attempt: int, why: str)
         update(Job)
         .where(Job.id == job_id, Job.prepare_attempts == attempt, Job.status == JobStatus.running)
         .values(prepare_lease_expires_at=func.now(), error_message=why[:1000])
+    )
+
+
+# --- Idempotency keys of job submissions (pagemill.jobs.idempotency).
+
+
+def delete_expired_idempotency_key(
+    session: Session, client_id: uuid.UUID, key: str, ttl: timedelta
+) -> None:
+    session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.client_id == client_id,
+            IdempotencyKey.key == key,
+            IdempotencyKey.created_at < func.now() - ttl,
+        )
+    )
+
+
+def insert_idempotency_key(
+    session: Session, client_id: uuid.UUID, key: str, request_sha256: str
+) -> bool:
+    """Claim the key; False when the client already holds it."""
+    claimed = session.execute(
+        insert(IdempotencyKey)
+        .values(client_id=client_id, key=key, request_sha256=request_sha256)
+        .on_conflict_do_nothing()
+        .returning(IdempotencyKey.key)
+    ).one_or_none()
+    return claimed is not None
+
+
+def lock_idempotency_key(session: Session, client_id: uuid.UUID, key: str) -> IdempotencyKey | None:
+    return session.scalar(
+        select(IdempotencyKey)
+        .where(IdempotencyKey.client_id == client_id, IdempotencyKey.key == key)
+        .with_for_update()
+    )
+
+
+def renew_abandoned_idempotency_key(
+    session: Session, client_id: uuid.UUID, key: str, abandoned_after: timedelta
+) -> bool:
+    """Take over a key whose first request has been in flight longer than
+    `abandoned_after`; False when it has not."""
+    renewed = session.execute(
+        update(IdempotencyKey)
+        .where(
+            IdempotencyKey.client_id == client_id,
+            IdempotencyKey.key == key,
+            IdempotencyKey.created_at < func.now() - abandoned_after,
+        )
+        .values(created_at=func.now())
+        .returning(IdempotencyKey.key)
+    ).one_or_none()
+    return renewed is not None
+
+
+def store_idempotent_response(
+    session: Session,
+    client_id: uuid.UUID,
+    key: str,
+    job_id: uuid.UUID,
+    status: int,
+    body: dict[str, Any],
+) -> None:
+    session.execute(
+        update(IdempotencyKey)
+        .where(IdempotencyKey.client_id == client_id, IdempotencyKey.key == key)
+        .values(job_id=job_id, response_status=status, response_body=body)
+    )
+
+
+def delete_unanswered_idempotency_key(session: Session, client_id: uuid.UUID, key: str) -> None:
+    session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.client_id == client_id,
+            IdempotencyKey.key == key,
+            IdempotencyKey.response_status.is_(None),
+        )
     )

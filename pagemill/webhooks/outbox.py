@@ -14,11 +14,9 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill import queue
-from pagemill.settings import Settings, get_settings
-from pagemill.storage import ObjectStore, get_object_store
-from pagemill.webhooks import payload, repository, signing
+from pagemill.db.session import session_factory
+from pagemill.webhooks import repository, signing
 from pagemill.webhooks.repository import DeliveryView
-from pagemill.webhooks.urls import MAX_URL_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -27,33 +25,21 @@ Publish = Callable[[str], None]
 SWEEP_BATCH = 500
 
 
-def record_job_event(
+def record_event(
     session: Session,
+    client_id: uuid.UUID,
     job_id: uuid.UUID,
-    settings: Settings | None = None,
-    store: ObjectStore | None = None,
+    event_type: str,
+    body: str,
+    url: str,
 ) -> uuid.UUID | None:
-    """Write the event for a job that has just become terminal, and its delivery.
-
-    Called inside the transaction whose conditional update ended the job, so the
-    event commits (or rolls back) with the transition: once per transition. The
-    unique (job_id, type) makes a second one impossible even so."""
-    job = repository.reload_job(session, job_id)
-    if job is None or not job.webhook_url or not job.status.is_terminal:
-        return None
-    if len(job.webhook_url) > MAX_URL_CHARS:
-        log.warning("job %s: webhook URL over %d characters; no event", job_id, MAX_URL_CHARS)
-        return None
-    settings = settings or get_settings()
-    body = payload.build_body(
-        job, repository.job_totals(session, job_id), settings, store or get_object_store()
-    )
-    event_id = repository.insert_event(
-        session, job.client_id, job.id, payload.event_type(job.status), body
-    )
+    """Write an event and its delivery to `url` in the caller's transaction, the one
+    that ends the job (pagemill.jobs.events), so it commits or rolls back with the
+    transition. The unique (job_id, type) makes a second one impossible."""
+    event_id = repository.insert_event(session, client_id, job_id, event_type, body)
     if event_id is None:
         return None
-    endpoint_id = repository.upsert_endpoint(session, job.client_id, job.webhook_url)
+    endpoint_id = repository.upsert_endpoint(session, client_id, url)
     repository.insert_delivery(session, event_id, endpoint_id)
     return event_id
 
@@ -71,6 +57,14 @@ def publish_job_deliveries(
     for delivery_id in delivery_ids:
         publish(str(delivery_id))
     return len(delivery_ids)
+
+
+def publish_job_webhooks(job_id: uuid.UUID) -> None:
+    """After the commit that ended a job. If the broker is down, the reaper publishes."""
+    try:
+        publish_job_deliveries(session_factory(), job_id)
+    except Exception:
+        log.exception("could not publish webhooks of job %s; left for the reaper", job_id)
 
 
 def due_deliveries(session: Session, stale: timedelta, limit: int = SWEEP_BATCH) -> list[uuid.UUID]:

@@ -6,7 +6,6 @@ attempt checks that counter, so duplicate messages change nothing.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -14,31 +13,16 @@ from sqlalchemy import Select, func, literal, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.accounting.totals import job_usage
-from pagemill.db.models import Client, Job, Page
-from pagemill.jobs.summaries import job_quality
-from pagemill.webhooks.models import (
-    DeliveryStatus,
+from pagemill.db.models import (
+    Client,
     WebhookAttempt,
     WebhookDelivery,
     WebhookEndpoint,
     WebhookEvent,
 )
-from pagemill.webhooks.payload import JobTotals
+from pagemill.domain import DeliveryStatus
 
 # --- The outbox: written in the transaction that ends the job.
-
-
-def job_totals(session: Session, job_id: uuid.UUID) -> JobTotals:
-    pages = list(session.scalars(select(Page).where(Page.job_id == job_id)))
-    by_status = Counter(page.status.value for page in pages)
-    usage = job_usage(pages)
-    return JobTotals(
-        pages_by_status=dict(by_status),
-        cost_usd=usage.cost_usd,
-        device_seconds=usage.device_seconds,
-        quality=job_quality(pages),
-    )
 
 
 def upsert_endpoint(session: Session, client_id: uuid.UUID, url: str) -> uuid.UUID:
@@ -458,8 +442,3 @@ def rotate_secret(
 
 def client_id_by_name(session: Session, name: str) -> uuid.UUID | None:
     return session.scalar(select(Client.id).where(Client.name == name))
-
-
-def reload_job(session: Session, job_id: uuid.UUID) -> Job | None:
-    """The job as this transaction sees it now, not as an earlier read left it."""
-    return session.get(Job, job_id, populate_existing=True)

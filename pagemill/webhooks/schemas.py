@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from pagemill.webhooks.models import DeliveryStatus
+from pagemill.domain import DeliveryStatus
 from pagemill.webhooks.repository import DeliveryView
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
+from pagemill.domain import DeliveryStatus
 from pagemill.settings import Settings
 from pagemill.webhooks import repository, sender, signing, ssrf
 from pagemill.webhooks.fairness import ClientSlots, retry_when_full_s
-from pagemill.webhooks.models import DeliveryStatus
 from pagemill.webhooks.repository import AttemptRecord, DeliveryTarget
 from pagemill.webhooks.urls import InvalidWebhookUrl, validate_webhook_url
 

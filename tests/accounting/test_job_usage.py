@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
+from pagemill.jobs.events import JobTotals, build_body
 from pagemill.settings import Settings
-from pagemill.webhooks.payload import JobTotals, build_body
 
 PAGE_SECONDS = (1.25, 0.5)
 

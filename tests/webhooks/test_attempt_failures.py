@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from pagemill.db.session import session_factory
+from pagemill.domain import DeliveryStatus
 from pagemill.queue import publish_finalize
 from pagemill.settings import Settings, get_settings
 from pagemill.storage import ObjectStore
 from pagemill.webhooks import repository, sender, ssrf
-from pagemill.webhooks.models import DeliveryStatus
 from pagemill.webhooks.service import attempt_delivery
 from tests.conftest import make_client_key
 from tests.webhooks.conftest import all_settled, sql, wait_for_deliveries

@@ -10,8 +10,8 @@ from typing import Any
 
 from pagemill.db.models import Job
 from pagemill.domain import JobStatus, LicenseUse
+from pagemill.jobs.events import JobTotals, build_body
 from pagemill.settings import Settings
-from pagemill.webhooks.payload import JobTotals, build_body
 
 
 def _nested(depth: int) -> dict[str, Any]:

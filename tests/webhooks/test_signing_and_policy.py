@@ -14,9 +14,9 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from pagemill.domain import DeliveryStatus
 from pagemill.settings import Settings
 from pagemill.webhooks import signing, ssrf
-from pagemill.webhooks.models import DeliveryStatus
 from pagemill.webhooks.sender import SendResult, parse_retry_after
 from pagemill.webhooks.service import decide
 

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.accounting.pricing import page_charge
 from pagemill.accounting.seconds import attempts_seconds
-from pagemill.domain import PageStatus
+from pagemill.domain import LicenseUse, PageStatus
 from pagemill.jobs import repository
 from pagemill.jobs.repository import PageClaim, RunningAttempt
 from pagemill.settings import Settings
@@ -75,7 +75,7 @@ class PageRun:
     job_complete: bool = False
     retry_in_s: float = 0.0
     engine: str | None = None
-    license_use: str | None = None
+    license_use: LicenseUse | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class _ClaimedPage:
     image_dpi: int
     image_stored: bool  # False for a page prepare read from its text layer and did not render
     engine_failures: int
-    license_use: str | None
+    license_use: LicenseUse | None
     fallback: str | None  # why this attempt takes the engine's cheapest reading
     charged_seconds: float  # charged to earlier attempts stopped at the time limit
 
@@ -170,7 +170,7 @@ def _basis(ctx: StageContext, engine_name: str) -> _Basis:
 def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
     # Routing keeps commercial pages away from workers that may not process them;
     # this is the check at the point of use (and the database has a third).
-    if page.license_use == "commercial" and not basis.permits_commercial:
+    if page.license_use is LicenseUse.commercial and not basis.permits_commercial:
         raise EngineError(
             f"{basis.model} is licensed {basis.model_license}, which does not permit "
             "commercial use, and this deployment holds no commercial licence for it."
@@ -199,7 +199,7 @@ def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
             image_dpi=page.image_dpi or 150,
             image_stored=page.image_width_px is not None,
             engine_failures=page.engine_failures,
-            license_use=page.license_use.value if page.license_use else None,
+            license_use=page.license_use,
             fallback=fallback_reason(ctx.settings, engine_name, facts, page.engine_details or {}),
             charged_seconds=page.device_seconds or 0.0,
         )

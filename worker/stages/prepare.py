@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from pagemill.db.models import Page
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
-from pagemill.domain import JobStatus
-from pagemill.jobs import repository
+from pagemill.domain import JobStatus, LicenseUse, QueuedPage
+from pagemill.jobs import repository, service
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
@@ -38,7 +36,7 @@ from worker.stages.context import StageContext
 log = logging.getLogger(__name__)
 
 # publish_ocr(page_id, engine, license_use): the queue depends on both.
-PublishOcr = Callable[[int, str, str], None]
+PublishOcr = Callable[[int, str, LicenseUse | None], None]
 
 
 class PrepareRetry(Exception):
@@ -62,12 +60,12 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
                 f"The document could not be prepared in {attempt - 1} attempts; "
                 f"last error: {job.error_message or 'none recorded'}"
             )
-            repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
+            service.end_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
             return 0
         numbers = parse_page_selection(job.page_selection, job.document_pages)
-        done = set(session.scalars(select(Page.number).where(Page.job_id == job_id)))
+        done = repository.page_numbers(session, job_id)
         requested_engine, kind = job.engine, job.source_kind
-        license_use = job.license_use.value
+        license_use = job.license_use
     keys = JobKeys(job_id)
     todo = [number for number in numbers if number not in done]
     published: set[int] = set()
@@ -95,8 +93,8 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
                     return 0  # cancelled while preparing: pages not yet stored never run
                 stored = _store_page(ctx, job_id, keys, line, license_use)
                 if stored is not None:
-                    publish_ocr(*stored)
-                    published.add(stored[0])
+                    publish_ocr(stored.page_id, stored.engine, stored.license_use)
+                    published.add(stored.page_id)
         except DocumentVerdict as verdict:
             _fail(ctx, job_id, verdict.message)
             return 0
@@ -114,11 +112,11 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     with ctx.sessions.begin() as session:
         repository.finish_prepare(session, job_id, attempt)
         queued = repository.queued_pages(session, job_id)
-    for page_id, engine, page_license_use in queued:
+    for page in queued:
         # Pages stored by an earlier attempt may never have been published; this
         # attempt's own pages were, a moment ago, and one message a page is enough.
-        if page_id not in published:
-            publish_ocr(page_id, engine, page_license_use)
+        if page.page_id not in published:
+            publish_ocr(page.page_id, page.engine, page.license_use)
     return len(queued)
 
 
@@ -127,8 +125,8 @@ def _store_page(
     job_id: uuid.UUID,
     keys: JobKeys,
     line: dict[str, Any],
-    license_use: str,
-) -> tuple[int, str, str] | None:
+    license_use: LicenseUse,
+) -> QueuedPage | None:
     facts = PageFacts.from_stored(line["facts"])
     number = facts.number
     if line["image_path"] is not None:
@@ -163,7 +161,7 @@ def _store_page(
         page = repository.get_page_by_number(session, job_id, number)
         if page is None or page.engine is None:
             return None
-        return page.id, page.engine, license_use
+        return QueuedPage(page.id, page.engine, license_use)
 
 
 def _job_still_running(ctx: StageContext, job_id: uuid.UUID) -> bool:
@@ -194,7 +192,7 @@ def record_prepare_time_limit_kill(
         failures = repository.count_prepare_failure(session, job_id, attempt, why)
         if failures < settings.prepare_max_failures:
             return True
-        repository.complete_job(
+        service.end_job(
             session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
         )
         return False
@@ -211,7 +209,7 @@ def _record_render_failure(ctx: StageContext, job_id: uuid.UUID, attempt: int, w
     with ctx.sessions.begin() as session:
         failures = repository.count_prepare_failure(session, job_id, attempt, why)
         if failures >= ctx.settings.prepare_max_failures:
-            repository.complete_job(
+            service.end_job(
                 session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
             )
             return
@@ -228,4 +226,4 @@ def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int, why: str) -> No
 
 def _fail(ctx: StageContext, job_id: uuid.UUID, message: str) -> None:
     with ctx.sessions.begin() as session:
-        repository.complete_job(session, job_id, JobStatus.failed, "prepare_failed", message)
+        service.end_job(session, job_id, JobStatus.failed, "prepare_failed", message)

@@ -1,4 +1,5 @@
-"""The event body: thin, with links to the results rather than the results.
+"""A job's terminal event: its body, thin, with links to the results rather than the
+results, recorded in the webhook outbox (pagemill.webhooks.outbox).
 
 Built once, in the transaction that ends the job, and stored as the exact bytes
 every attempt and replay sends. Presigned links therefore live as long as the S3
@@ -9,16 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from pagemill.accounting.totals import job_usage
 from pagemill.db.models import Job
 from pagemill.domain import JobStatus
+from pagemill.jobs import repository
 from pagemill.jobs.metadata import renderable_metadata
-from pagemill.settings import Settings
-from pagemill.storage import JobKeys, ObjectStore
+from pagemill.jobs.summaries import job_quality
+from pagemill.settings import Settings, get_settings
+from pagemill.storage import JobKeys, ObjectStore, get_object_store
+from pagemill.webhooks import outbox as webhook_outbox
+from pagemill.webhooks.urls import MAX_URL_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +131,38 @@ def build_body(job: Job, totals: JobTotals, settings: Settings, store: ObjectSto
         },
     }
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def job_totals(session: Session, job_id: uuid.UUID) -> JobTotals:
+    pages = repository.list_pages(session, job_id)
+    usage = job_usage(pages)
+    return JobTotals(
+        pages_by_status=dict(Counter(page.status.value for page in pages)),
+        cost_usd=usage.cost_usd,
+        device_seconds=usage.device_seconds,
+        quality=job_quality(pages),
+    )
+
+
+def record_job_event(
+    session: Session,
+    job_id: uuid.UUID,
+    settings: Settings | None = None,
+    store: ObjectStore | None = None,
+) -> uuid.UUID | None:
+    """Write the event for a job that has just become terminal, and its delivery.
+
+    Called inside the transaction whose conditional update ended the job, so the
+    event commits (or rolls back) with the transition: once per transition. The
+    unique (job_id, type) makes a second one impossible even so."""
+    job = repository.reload_job(session, job_id)
+    if job is None or not job.webhook_url or not job.status.is_terminal:
+        return None
+    if len(job.webhook_url) > MAX_URL_CHARS:
+        log.warning("job %s: webhook URL over %d characters; no event", job_id, MAX_URL_CHARS)
+        return None
+    settings = settings or get_settings()
+    body = build_body(job, job_totals(session, job_id), settings, store or get_object_store())
+    return webhook_outbox.record_event(
+        session, job.client_id, job.id, event_type(job.status), body, job.webhook_url
+    )
