@@ -52,15 +52,7 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     images = [smoke_image()] if plan.smoke else page_images(3)
     pages = [
         PageInput(
-            facts=PageFacts(
-                number=index + 1,
-                width_pt=0,
-                height_pt=0,
-                text_chars=0,
-                unreadable_chars=0,
-                invisible_text_chars=0,
-                image_coverage=1.0,
-            ),
+            facts=PageFacts.image_only(index + 1, width_pt=0, height_pt=0),
             image_png=png,
             image_dpi=dpi,
         )

@@ -194,14 +194,8 @@ def _render_image_pages(
             buffer = io.BytesIO()
             frame.save(buffer, format="PNG", compress_level=3)
             yield RenderedPage(
-                facts=PageFacts(
-                    number=number,
-                    width_pt=frame.width * 72 / dpi,
-                    height_pt=frame.height * 72 / dpi,
-                    text_chars=0,
-                    unreadable_chars=0,
-                    invisible_text_chars=0,
-                    image_coverage=1.0,
+                facts=PageFacts.image_only(
+                    number, width_pt=frame.width * 72 / dpi, height_pt=frame.height * 72 / dpi
                 ),
                 image_png=buffer.getvalue(),
                 image_dpi=dpi,

@@ -202,7 +202,7 @@ def test_page_stopped_at_the_soft_limit_records_it_itself(
 
 def test_an_ocr_page_after_a_time_limit_is_read_from_a_smaller_image() -> None:
     settings = Settings()
-    facts = PageFacts(1, 2384, 3370, 0, 0, 0, 1.0)  # A0 at 72 dpi
+    facts = PageFacts.image_only(1, width_pt=2384, height_pt=3370)  # A0 at 72 dpi
     reason = fallback_reason(settings, "rapidocr", facts, {TIME_LIMITED: 1})
     assert reason is not None and "time limit" in reason
     buffer = io.BytesIO()

@@ -32,15 +32,7 @@ PAGE_TIMEOUT_S = 5.0
 def scan_page(number: int, image: bytes = b"", dpi: int = 72) -> PageInput:
     """A page as the GPU engine receives a scan: an image-only A4 page. Text profiles
     read only its number (`page {n}`), so the image may be empty."""
-    facts = PageFacts(
-        number=number,
-        width_pt=595,
-        height_pt=842,
-        text_chars=0,
-        unreadable_chars=0,
-        invisible_text_chars=0,
-        image_coverage=1.0,
-    )
+    facts = PageFacts.image_only(number, width_pt=595, height_pt=842)
     return PageInput(facts=facts, image_png=image, image_dpi=dpi)
 
 

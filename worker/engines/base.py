@@ -36,6 +36,19 @@ class PageFacts:
     content_bytes: int | None = None
 
     @classmethod
+    def image_only(cls, number: int, width_pt: float, height_pt: float) -> PageFacts:
+        """Facts of a page that is a picture: no text layer, all raster image."""
+        return cls(
+            number=number,
+            width_pt=width_pt,
+            height_pt=height_pt,
+            text_chars=0,
+            unreadable_chars=0,
+            invisible_text_chars=0,
+            image_coverage=1.0,
+        )
+
+    @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> PageFacts:
         """Facts as a page row keeps them; fields a later release added are left out, so
         a worker still on this release can read pages a newer prepare recorded."""

@@ -180,13 +180,6 @@ def engine_bench_command(
 
 
 def _page(number: int, image: bytes, dpi: int) -> PageInput:
-    facts = PageFacts(
-        number=number,
-        width_pt=595.0,
-        height_pt=842.0,
-        text_chars=0,
-        unreadable_chars=0,
-        invisible_text_chars=0,
-        image_coverage=1.0,
-    )
+    # An A4 page.
+    facts = PageFacts.image_only(number, width_pt=595.0, height_pt=842.0)
     return PageInput(facts=facts, image_png=image, image_dpi=dpi)
