@@ -17,9 +17,6 @@ from pagemill.engines.catalog import AUTO, CPU_OCR_ENGINES, DEFAULT_OCR_ENGINE, 
 # Refused in production: see the validator below.
 DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
 
-# Refused in production: see the validator below.
-DEVELOPMENT_S3_SECRET = "pagemill-dev-secret"  # noqa: S105
-
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PAGEMILL_", env_file=".env", extra="ignore")
