@@ -66,12 +66,19 @@ def start_api(port: int, concurrency: int, inspect_timeout_s: float) -> Any:
     return services.start_api(env, TMP_ROOT / f"crowded-api-{port}.log", port)
 
 
-@pytest.fixture()
-def crowded_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def crowded_api_process(database_url: str, s3: Any, redis_client: Any) -> Iterator[str]:
+    # Shared by the module's crowded tests: each waits for its own uploads' answers,
+    # so none leaves an inspection running for the next.
     port = services.free_port()
     process = start_api(port, INSPECT_CONCURRENCY, inspect_timeout_s=20)
     yield f"http://127.0.0.1:{port}"
     services.stop(process)
+
+
+@pytest.fixture()
+def crowded_api(db: str, crowded_api_process: str) -> str:
+    return crowded_api_process
 
 
 @pytest.fixture()

@@ -76,16 +76,27 @@ class Stack:
     env: dict[str, str]
     name: str
     redis_server: RedisServer
-    api_url: str = ""
     api_key: str = ""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     workers_started: int = 0
+    api_port: int = 0
+    api_answering: bool = False
 
     def start_api(self) -> None:
-        port = services.free_port()
-        env = {**self.env, "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}"}
-        self.processes["api"] = services.start_api(env, self.log("api"), port)
-        self.api_url = f"http://127.0.0.1:{port}"
+        """Starts the API without waiting for it: a test starts its worker next, and
+        the two start-ups (several seconds of imports each) overlap. The first use of
+        `api_url` or `client()` waits until the API answers."""
+        self.api_port = services.free_port()
+        env = {**self.env, "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{self.api_port}"}
+        self.processes["api"] = services.launch_api(env, self.log("api"), self.api_port)
+        self.api_answering = False
+
+    @property
+    def api_url(self) -> str:
+        if not self.api_answering:
+            services.wait_for_api(self.processes["api"], self.log("api"), self.api_port)
+            self.api_answering = True
+        return f"http://127.0.0.1:{self.api_port}"
 
     def start_worker(
         self, concurrency: int = 2, app: str = "worker.celery_app"

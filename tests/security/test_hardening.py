@@ -101,8 +101,10 @@ def test_rejected_submission_frees_its_key(api: httpx.Client, tmp_path: Path) ->
     assert post_job(api, "retry-me").status_code == 202
 
 
-@pytest.fixture()
-def small_limits_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def small_limits_api_process(database_url: str, s3: Any, redis_client: Any) -> Iterator[str]:
+    # One process for the module: its tests use fresh client keys, and the rate
+    # limiter counts per client.
     port = services.free_port()
     env = {
         **os.environ,
@@ -115,6 +117,11 @@ def small_limits_api(db: str, s3: Any, redis_client: Any) -> Iterator[str]:
     process = services.start_api(env, TMP_ROOT / f"limits-api-{port}.log", port)
     yield f"http://127.0.0.1:{port}"
     services.stop(process)
+
+
+@pytest.fixture()
+def small_limits_api(db: str, small_limits_api_process: str) -> str:
+    return small_limits_api_process
 
 
 def test_upload_cap_enforced_while_streaming(small_limits_api: str, s3: ObjectStore) -> None:

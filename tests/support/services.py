@@ -119,6 +119,14 @@ def start_worker(
 
 
 def start_api(env: dict[str, str], log_path: Path, port: int) -> subprocess.Popen[bytes]:
+    process = launch_api(env, log_path, port)
+    wait_for_api(process, log_path, port)
+    return process
+
+
+def launch_api(env: dict[str, str], log_path: Path, port: int) -> subprocess.Popen[bytes]:
+    """The API process, not yet answering: a caller that has a worker to start too
+    starts both and then waits (`wait_for_api`), so the two imports overlap."""
     log = log_path.open("ab")
     process = subprocess.Popen(
         [
@@ -137,10 +145,13 @@ def start_api(env: dict[str, str], log_path: Path, port: int) -> subprocess.Pope
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    return process
+
+
+def wait_for_api(process: subprocess.Popen[bytes], log_path: Path, port: int) -> None:
     wait_until(lambda: _healthy(port) or process.poll() is not None, 60, "the API")
     if process.poll() is not None:
         raise RuntimeError(f"API exited: {log_path.read_text()[-3000:]}")
-    return process
 
 
 def _healthy(port: int) -> bool:
