@@ -38,6 +38,7 @@ def write_report(results: dict[str, Any], path: Path) -> None:
         ("cpu_ocr", _cpu_ocr),
         ("memory_worker", _memory),
         ("routing", _routing),
+        ("quotes", _quotes),
         ("projection", _projection),
     ):
         if name in figures:
@@ -113,6 +114,8 @@ def _summary(figures: dict[str, Any]) -> list[str]:
                 f">= {fig['in_flight_target']} | "
                 f"{'met' if fig['in_flight_met'] else 'missed'} |"
             )
+    if "quotes" in figures:
+        rows += _quote_summary(figures["quotes"])
     if "orchestration" in figures:
         cpu = figures["orchestration"]["cpu_ms_per_page"]["median"]
         rows.append(f"| Service CPU per page (API + worker) | {cpu:.1f} ms | | reported |")
@@ -322,6 +325,52 @@ def _routing(fig: dict[str, Any]) -> list[str]:
         "| --- | --- | --- |",
     ]
     lines += [f"| {p['page']} | {p['engine']} | {p['reason']} |" for p in fig["per_page"]]
+    return [*lines, ""]
+
+
+def _quote_summary(fig: dict[str, Any]) -> list[str]:
+    batch, job = fig["batch_abs_error_median"], fig["job_abs_error_max"]
+    return [
+        f"| {fig['title']}: batch | {batch * 100:.1f}% off | within "
+        f"{fig['batch_target'] * 100:.0f}% | {'met' if fig['batch_met'] else 'missed'} |",
+        f"| {fig['title']}: worst single job | {job * 100:.1f}% off ("
+        f"{fig['jobs_within_target']} of {fig['jobs']} jobs within) | within "
+        f"{fig['job_target'] * 100:.0f}% | {'met' if fig['job_met'] else 'missed'} |",
+    ]
+
+
+def _quotes(fig: dict[str, Any]) -> list[str]:
+    runs = ", ".join(f"{error * 100:+.1f}%" for error in fig["batch_error"]["runs"])
+    lines = [
+        f"## {fig['title']}\n",
+        f"- Inputs: {fig['inputs']}",
+        f"- Processes: {fig['workers']}",
+        "- History: a warm-up pass over the corpus (forgotten: it loads the models), then "
+        "one pass not measured; each run then submits every document once, and the next "
+        "run's quotes include it",
+        f"- Batch: quote / actual - 1 in each of {fig['runs']} runs: {runs}; **median "
+        f"{fig['batch_abs_error_median'] * 100:.1f}% off**, target within "
+        f"{fig['batch_target'] * 100:.0f}%: {'met' if fig['batch_met'] else 'missed'}",
+        f"- Single jobs (each document's median over the runs): median "
+        f"{fig['job_abs_error_median'] * 100:.1f}% off, **worst "
+        f"{fig['job_abs_error_max'] * 100:.1f}% off**; {fig['jobs_within_target']} of "
+        f"{fig['jobs']} within {fig['job_target'] * 100:.0f}%: "
+        f"{'met' if fig['job_met'] else 'missed'}",
+    ]
+    if fig["failed_jobs"]:
+        lines.append(f"- Jobs that did not succeed (left out): {', '.join(fig['failed_jobs'])}")
+    lines += [
+        "",
+        "| document | pages | quote $ | actual $ (last run) | error (median of runs) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for job in fig["per_job"]:
+        error = job["error_median"]
+        shown = f"{error * 100:+.0f}%" if error is not None else "-"
+        lines.append(
+            f"| {job['document']} | {job['pages']} | {job['quote_usd']} | {job['cost_usd']} | "
+            f"{shown} |"
+        )
     return [*lines, ""]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from bench.common import ROOT, Plan, machine, tool_version
 from bench.stack import BENCH_ENV, configure_env
 
-FIGURES = ("routing", "rendering", "cpu_ocr", "orchestration", "gpu", "projection")
+FIGURES = ("routing", "rendering", "cpu_ocr", "orchestration", "quotes", "gpu", "projection")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             errors[name] = traceback.format_exc()
             log(f"{name} failed:\n{errors[name]}")
 
-    from bench import cpu_ocr, gpu, orchestration, projection, rendering, routing
+    from bench import cpu_ocr, gpu, orchestration, projection, quotes, rendering, routing
     from bench.stack import services_up
 
     attempt("routing", lambda: routing.run(plan, log))
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         attempt("rendering", lambda: rendering.run(plan, log))
         attempt("cpu_ocr", lambda: cpu_ocr.run(plan, log))
         attempt("orchestration", lambda: orchestration.run(plan, stack, log))
+        attempt("quotes", lambda: quotes.run(plan, stack, log))
         stack.stop_all()
         attempt("gpu", lambda: gpu.run(plan, log))
     cpu_ms = figures.get("orchestration", {}).get("cpu_ms_per_page", {}).get("median")

@@ -64,6 +64,12 @@ def test_every_benchmark_runs_and_reports(tmp_path: Path) -> None:
     assert routing["pages"] > 0 and 0 <= routing["share_without_ocr"] <= 1
     assert routing["gpu_seconds_saved"] >= 0
 
+    quotes = figures["quotes"]
+    assert quotes["jobs"] == 2 and not quotes["failed_jobs"]
+    assert math.isfinite(quotes["batch_abs_error_median"])
+    assert all(_number(float(job["quote_usd"])) for job in quotes["per_job"])
+    assert all(_number(float(job["cost_usd"])) for job in quotes["per_job"])
+
     rows = figures["projection"]["rows"]
     assert {row["gpu"] for row in rows} == {"L4", "A100 40GB"}
     assert all(_number(row["usd_per_1000_pages"]) for row in rows)
@@ -80,5 +86,5 @@ def test_every_benchmark_runs_and_reports(tmp_path: Path) -> None:
         assert _number(figures["saturation_standin"]["worker_batch_steady_mean"]["median"])
 
     report = (tmp_path / "BENCHMARKS.md").read_text()
-    for title in ("Orchestration ceiling", "Rendering", "CPU OCR", "Memory", "Routing"):
+    for title in ("Orchestration ceiling", "Rendering", "CPU OCR", "Memory", "Routing", "Quote"):
         assert title in report
