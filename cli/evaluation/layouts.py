@@ -37,6 +37,15 @@ def two_column_page(text: str) -> pymupdf.Document:
     return document
 
 
+def single_column_page(text: str) -> pymupdf.Document:
+    """The same flow as `two_column_page` in one column across the page: a yardstick."""
+    document = pymupdf.open()
+    page = document.new_page(width=A4_WIDTH_PT, height=A4_HEIGHT_PT)
+    body = pymupdf.Rect(MARGIN_PT, MARGIN_PT, A4_WIDTH_PT - MARGIN_PT, A4_HEIGHT_PT - MARGIN_PT)
+    _fill(page, body, _paragraphs(text), BODY_FONT_PT, "helv")
+    return document
+
+
 def receipt_page(text: str) -> pymupdf.Document:
     """A narrow page in monospaced type, one source line a line, wrapped to the width."""
     lines = [line for line in (" ".join(raw.split()) for raw in text.splitlines()) if line]
