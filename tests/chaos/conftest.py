@@ -1,7 +1,11 @@
 """A private stack per fault test: its own Redis server, API and worker processes,
 with the database and S3 optionally behind cuttable proxies. Timings are short so
 recovery shows within seconds: the reaper runs every second, queued work is
-stale after 3 s, a page lease lasts 70 s."""
+stale after 3 s, a page lease lasts 70 s.
+
+Fault tests that need nothing but the default timings share one stack instead
+(`shared_stack`), handed on from one such test to the next while they run in a
+row; see SharedStacks for when it is closed."""
 
 from __future__ import annotations
 
@@ -70,6 +74,10 @@ class RedisServer:
             self.process.kill()
             self.process.wait()
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
 
 @dataclass
 class Stack:
@@ -81,6 +89,7 @@ class Stack:
     workers_started: int = 0
     api_port: int = 0
     api_answering: bool = False
+    log_marks: dict[str, int] = field(default_factory=dict)
 
     def start_api(self) -> None:
         """Starts the API without waiting for it: a test starts its worker next, and
@@ -119,6 +128,17 @@ class Stack:
 
     def log(self, name: str) -> Path:
         return TMP_ROOT / f"{self.name}-{name}.log"
+
+    def mark_logs(self) -> None:
+        """From now on `log_text` reads only what the stack's processes write next."""
+        self.log_marks = {
+            path.name: path.stat().st_size for path in TMP_ROOT.glob(f"{self.name}-*.log")
+        }
+
+    def log_text(self, name: str) -> str:
+        """What a process of the stack logged since `mark_logs` (all of it if never marked)."""
+        path = self.log(name)
+        return path.read_bytes()[self.log_marks.get(path.name, 0) :].decode()
 
     def client(self) -> httpx.Client:
         return httpx.Client(
@@ -182,6 +202,98 @@ def stack_factory(db: str, s3: Any, request: pytest.FixtureRequest) -> Iterator[
         stack.close()
     for proxy in proxies:
         proxy.close()
+
+
+SharedStack = tuple[Stack, TcpProxy, TcpProxy]
+
+
+class SharedStacks:
+    """One default stack (API, a worker of concurrency 2, the database and S3 behind
+    proxies) handed from one `shared_stack` test to the next, which saves each of
+    them starting and stopping three processes.
+
+    It must not outlive that run of tests: its worker reaps the one test database
+    every second, and would publish other tests' queued or stale work to its own
+    queues and run it. So it is closed as soon as a test that does not share it
+    starts (`_close_shared_stack_for_others`), at the end of tests/chaos, and after
+    a test that failed or left it broken."""
+
+    def __init__(self) -> None:
+        self.parked: SharedStack | None = None
+        self.made = 0
+
+    def take(self) -> SharedStack:
+        if self.parked is not None:
+            found, self.parked = self.parked, None
+            return found
+        self.made += 1
+        db_proxy, s3_proxy = TcpProxy("127.0.0.1", 5432), TcpProxy("127.0.0.1", 8333)
+        stack = make_stack(f"shared-stack-{self.made}", db_proxy, s3_proxy)
+        stack.start_api()
+        stack.start_worker()
+        return stack, db_proxy, s3_proxy
+
+    def park(self, found: SharedStack, healthy: bool) -> None:
+        """Kept for the next test if it is as a test found it: proxies open, Redis,
+        the API and a worker running."""
+        stack, db_proxy, s3_proxy = found
+        db_proxy.restore()
+        s3_proxy.restore()
+        if healthy and not stack.redis_server.running:
+            stack.redis_server.start()
+        worker = stack.processes.get("worker")
+        if healthy and worker is not None and worker.poll() is None:
+            healthy = stack.processes["api"].poll() is None
+        else:
+            healthy = False
+        if healthy:
+            self.parked = found
+        else:
+            close_shared(found)
+
+    def close(self) -> None:
+        if self.parked is not None:
+            close_shared(self.parked)
+            self.parked = None
+
+
+def close_shared(found: SharedStack) -> None:
+    stack, db_proxy, s3_proxy = found
+    stack.close()
+    db_proxy.close()
+    s3_proxy.close()
+
+
+@pytest.fixture(scope="package")
+def shared_stacks() -> Iterator[SharedStacks]:
+    stacks = SharedStacks()
+    yield stacks
+    stacks.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_shared_stack_for_others(
+    request: pytest.FixtureRequest, shared_stacks: SharedStacks
+) -> None:
+    if "shared_stack" not in request.fixturenames:
+        shared_stacks.close()
+
+
+@pytest.fixture()
+def shared_stack(
+    db: str, s3: Any, shared_stacks: SharedStacks, request: pytest.FixtureRequest
+) -> Iterator[SharedStack]:
+    """A default stack, API and worker running, with the database and S3 behind
+    proxies; the test's own client key; `log_text` reads only what this test's
+    work logged. A test may cut a proxy, restart Redis or replace the worker: the
+    proxies are restored and Redis restarted afterwards."""
+    found = shared_stacks.take()
+    stack = found[0]
+    stack.api_key = make_client_key()
+    stack.mark_logs()
+    failures = request.session.testsfailed
+    yield found
+    shared_stacks.park(found, healthy=request.session.testsfailed == failures)
 
 
 def db_rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:

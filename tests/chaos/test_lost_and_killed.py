@@ -73,10 +73,8 @@ def test_job_finishes_after_the_broker_loses_every_message(stack_factory: Any) -
     assert wait_terminal(job_id, 120) == "succeeded"
 
 
-def test_kill_9_mid_page_loses_nothing(stack_factory: Any, tmp_path: Path, s3: ObjectStore) -> None:
-    stack, _, _ = stack_factory()
-    stack.start_api()
-    stack.start_worker()
+def test_kill_9_mid_page_loses_nothing(shared_stack: Any, tmp_path: Path, s3: ObjectStore) -> None:
+    stack, _, _ = shared_stack
     with stack.client() as client:
         job_id = submit(client, scanned_pdf(tmp_path, 4), engine="rapidocr")
     wait_for(
@@ -93,10 +91,8 @@ def test_kill_9_mid_page_loses_nothing(stack_factory: Any, tmp_path: Path, s3: O
     assert max(attempts[number] for number in killed_while_running) >= 2
 
 
-def test_duplicate_messages_give_one_result(stack_factory: Any, s3: ObjectStore) -> None:
-    stack, _, _ = stack_factory()
-    stack.start_api()
-    stack.start_worker()
+def test_duplicate_messages_give_one_result(shared_stack: Any, s3: ObjectStore) -> None:
+    stack, _, _ = shared_stack
     with stack.client() as client:
         job_id = submit(client, SAMPLES / "invoice-multipage.pdf")
     assert wait_terminal(job_id, 120) == "succeeded"
@@ -107,7 +103,7 @@ def test_duplicate_messages_give_one_result(stack_factory: Any, s3: ObjectStore)
     time.sleep(5)  # give the worker time to (not) run them again
     assert [attempts for _, _, attempts, _ in page_states(job_id)] == [1, 1, 1]
     assert_one_result_per_page(job_id, 3, s3)
-    worker_log = stack.log(f"worker{stack.workers_started}").read_text()
+    worker_log = stack.log_text(f"worker{stack.workers_started}")
     assert worker_log.count(f"{OCR_TASK}[") >= 9 + 3  # the duplicates were delivered
 
 

@@ -25,10 +25,8 @@ def some_pages_done(job_id: str) -> bool:
     return any(state[1] == "succeeded" for state in page_states(job_id))
 
 
-def test_redis_restart_mid_run(stack_factory: Any, tmp_path: Path, s3: ObjectStore) -> None:
-    stack, _, _ = stack_factory()
-    stack.start_api()
-    stack.start_worker()
+def test_redis_restart_mid_run(shared_stack: Any, tmp_path: Path, s3: ObjectStore) -> None:
+    stack, _, _ = shared_stack
     with stack.client() as client:
         job_id = submit(client, scanned_pdf(tmp_path, 5), engine="rapidocr")
     wait_for(lambda: some_pages_done(job_id), 90, "a finished page")
@@ -40,10 +38,8 @@ def test_redis_restart_mid_run(stack_factory: Any, tmp_path: Path, s3: ObjectSto
     assert_one_result_per_page(job_id, 5, s3)
 
 
-def test_postgres_unreachable_mid_run(stack_factory: Any, tmp_path: Path, s3: ObjectStore) -> None:
-    stack, db_proxy, _ = stack_factory(db_proxy=True)
-    stack.start_api()
-    stack.start_worker()
+def test_postgres_unreachable_mid_run(shared_stack: Any, tmp_path: Path, s3: ObjectStore) -> None:
+    stack, db_proxy, _ = shared_stack
     with stack.client() as client:
         job_id = submit(client, scanned_pdf(tmp_path, 5), engine="rapidocr")
     wait_for(lambda: some_pages_done(job_id), 90, "a finished page")
@@ -55,10 +51,8 @@ def test_postgres_unreachable_mid_run(stack_factory: Any, tmp_path: Path, s3: Ob
     assert_one_result_per_page(job_id, 5, s3)
 
 
-def test_s3_unreachable_for_30_seconds(stack_factory: Any, tmp_path: Path, s3: ObjectStore) -> None:
-    stack, _, s3_proxy = stack_factory(s3_proxy=True)
-    stack.start_api()
-    stack.start_worker()
+def test_s3_unreachable_for_30_seconds(shared_stack: Any, tmp_path: Path, s3: ObjectStore) -> None:
+    stack, _, s3_proxy = shared_stack
     with stack.client() as client:
         job_id = submit(client, scanned_pdf(tmp_path, 5), engine="rapidocr")
     wait_for(lambda: some_pages_done(job_id), 90, "a finished page")
@@ -68,7 +62,7 @@ def test_s3_unreachable_for_30_seconds(stack_factory: Any, tmp_path: Path, s3: O
     assert wait_terminal(job_id, 240) == "succeeded"
     assert nothing_running(job_id)
     assert_one_result_per_page(job_id, 5, s3)
-    worker_log = stack.log("worker1").read_text()
+    worker_log = stack.log_text(f"worker{stack.workers_started}")
     assert "outage, retrying" in worker_log  # the outage was seen and ridden out
 
 
@@ -92,11 +86,10 @@ def test_s3_gone_for_good_fails_with_the_reason(stack_factory: Any, tmp_path: Pa
 
 
 def test_sigterm_mid_task_finishes_or_requeues(
-    stack_factory: Any, tmp_path: Path, s3: ObjectStore
+    shared_stack: Any, tmp_path: Path, s3: ObjectStore
 ) -> None:
-    stack, _, _ = stack_factory()
-    stack.start_api()
-    first = stack.start_worker()
+    stack, _, _ = shared_stack
+    first = stack.processes["worker"]
     with stack.client() as client:
         job_id = submit(client, scanned_pdf(tmp_path, 4), engine="rapidocr")
     wait_for(
