@@ -169,3 +169,33 @@ def test_a_tall_line_on_its_own_is_a_heading() -> None:
     )
     body = column(LEFT, 40, 120)
     assert page_markdown([heading, *body]).splitlines()[0] == "## Annual report"
+
+
+def test_a_row_of_labels_over_a_row_of_values_is_not_a_table() -> None:
+    labels = ("Invoice Date:", "Due Date:", "Reference:")
+    values = ("03/20/2023", "04/04/2023", "CUSTREF123")
+    xs = (40, 400, 760)
+    lines = [line(text, x, 100) for text, x in zip(labels, xs, strict=True)]
+    lines += [line(text, x, 130) for text, x in zip(values, xs, strict=True)]
+    markdown = page_markdown(lines)
+    assert "|" not in markdown
+    assert markdown.split() == [word for text in (*labels, *values) for word in text.split()]
+
+
+def test_rows_bridged_into_a_table_add_no_column() -> None:
+    # A subtotal under the last two columns and a section label across the first.
+    xs = (40, 400, 520, 660)
+    rows = [("Item", "Qty", "Price", "Amount"), ("Chair", "1", "70.00", "70.00")]
+    lines = [
+        line(cell, x, 300 + 30 * r)
+        for r, row in enumerate(rows)
+        for cell, x in zip(row, xs, strict=True)
+    ]
+    lines.append(line("Subtotal 70.00", 575, 360))
+    lines.append(line("--- Garden furniture ---", 40, 390))
+    lines += [
+        line(cell, x, 420) for cell, x in zip(("Bench", "2", "40.00", "80.00"), xs, strict=True)
+    ]
+    table = [row for row in page_markdown(lines).splitlines() if row.startswith("|")]
+    assert all(row.count(" | ") == 3 for row in table)
+    assert len(table) == 6

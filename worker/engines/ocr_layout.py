@@ -329,8 +329,13 @@ def _table_from_rows(rows: Sequence[Sequence[Line]], h: float) -> Table | None:
     cells_words = [len(line.text.split()) for row in rows if _is_table_row(row) for line in row]
     if statistics.median(cells_words) > _TABLE_MAX_MEDIAN_WORDS:
         return None
-    words = [word for row in rows for line in row for word in line.words]
-    columns = _table_columns(words, len(rows), h)
+    # Full rows define the columns; the rows bridged between them (section labels,
+    # subtotals, wrapped descriptions) are placed in those columns.
+    full_rows = [row for row in rows if _is_table_row(row)]
+    if _is_label_and_value_rows(full_rows):
+        return None
+    words = [word for row in full_rows for line in row for word in line.words]
+    columns = _table_columns(words, len(full_rows), h)
     if len(columns) < _TABLE_MIN_CELLS:
         return None
     table_rows = []
@@ -350,6 +355,12 @@ def _table_from_rows(rows: Sequence[Sequence[Line]], h: float) -> Table | None:
         table_rows.append(tuple(" ".join(cell) for cell in cells))
     box = union([line.box for row in rows for line in row])
     return Table(tuple(table_rows), box)
+
+
+def _is_label_and_value_rows(full_rows: Sequence[Sequence[Line]]) -> bool:
+    """A row of labels ("Invoice Date:", "Due Date:") over a row of values is a form's
+    fields, read as lines, not a table."""
+    return len(full_rows) == 2 and all(line.text.rstrip().endswith(":") for line in full_rows[0])
 
 
 def _table_columns(words: Sequence[Word], n_rows: int, h: float) -> list[tuple[float, float]]:
