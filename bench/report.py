@@ -277,7 +277,17 @@ def _saturation(fig: dict[str, Any]) -> list[str]:
 
 
 def _cpu_ocr(fig: dict[str, Any]) -> list[str]:
-    return [*_common(fig), ""]
+    if "cpu_ratio_to_previous" not in fig:
+        return [*_common(fig), ""]
+    ratio = fig["cpu_ratio_to_previous"]["median"]
+    return [
+        *_common(fig),
+        f"- CPU per page: {fig['cpu_s_per_page']['median']:.2f} s, against "
+        f"{fig['previous_cpu_s_per_page']['median']:.2f} s on the previous path "
+        f"(pymupdf4llm's OCR and layout): **{ratio:.2f}x**; target <= "
+        f"{fig['cpu_ratio_target']}x: {'met' if fig['cpu_ratio_met'] else 'missed'}",
+        "",
+    ]
 
 
 def _memory(fig: dict[str, Any]) -> list[str]:
