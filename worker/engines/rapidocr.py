@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
+from worker.engines.ocr_accents import doubt_accents
 from worker.engines.ocr_layout import Box, Line, Word, page_markdown
 
 
@@ -95,4 +96,6 @@ _LOCK = threading.Lock()
 def _ocr() -> Any:
     from rapidocr import RapidOCR
 
-    return RapidOCR(params={"Global.log_level": "error"})
+    ocr = RapidOCR(params={"Global.log_level": "error"})
+    doubt_accents(ocr._load_rec_model())
+    return ocr
