@@ -12,9 +12,10 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
+from pagemill.domain import JobStatus, LicenseUse
 from pagemill.jobs.events import JobTotals, build_body
 from pagemill.settings import Settings
+from tests.support.factories import add_job
 
 PAGE_SECONDS = (1.25, 0.5)
 
@@ -29,37 +30,16 @@ def test_openapi_marks_compute_seconds_deprecated(api: httpx.Client) -> None:
 def test_job_status_reports_the_same_device_seconds_under_both_names(
     api: httpx.Client, api_key: str
 ) -> None:
-    from pagemill.db.models import Client, Job, Page
+    from pagemill.db.models import Client
     from pagemill.db.session import session_scope
 
     with session_scope() as session:
         [client] = session.query(Client).all()
-        job = Job(
-            id=uuid.uuid4(),
-            client_id=client.id,
-            status=JobStatus.succeeded,
-            license_use=LicenseUse.non_commercial,
-            engine="auto",
-            source_kind=SourceKind.pdf,
-            source_bytes=1000,
-            source_sha256="0" * 64,
-            document_pages=len(PAGE_SECONDS),
-            pages_total=len(PAGE_SECONDS),
-        )
-        session.add(job)
-        session.flush()
-        for number, seconds in enumerate(PAGE_SECONDS, start=1):
-            session.add(
-                Page(
-                    job_id=job.id,
-                    number=number,
-                    status=PageStatus.succeeded,
-                    engine="rapidocr",
-                    device_seconds=seconds,
-                    cost_usd=Decimal("0.00000100"),
-                )
-            )
-        job_id = job.id
+        pages = [
+            {"engine": "rapidocr", "device_seconds": seconds, "cost_usd": Decimal("0.00000100")}
+            for seconds in PAGE_SECONDS
+        ]
+        job_id = add_job(session, client.id, pages).id
     body = api.get(f"/v1/jobs/{job_id}").json()
     assert body["usage"]["device_seconds"] == pytest.approx(sum(PAGE_SECONDS))
     assert body["compute_seconds"] == body["usage"]["device_seconds"]

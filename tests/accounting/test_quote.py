@@ -3,7 +3,6 @@ likely be routed to, against real Postgres and through the real submit path."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -13,8 +12,9 @@ import pymupdf
 import pytest
 
 from pagemill.documents.inspect import DocumentInfo
-from pagemill.domain import JobStatus, LicenseUse, PageStatus, SourceKind
+from pagemill.domain import SourceKind
 from tests.conftest import SAMPLES
+from tests.support.factories import add_job
 
 # Recent costs a page, three pages each: means 0.000002 (text layer) and 0.00004 (OCR);
 # a blank page (None) costs nothing and leaves the mean alone.
@@ -29,37 +29,19 @@ OCR_MEAN = Decimal("0.00004000")
 @pytest.fixture()
 def history(db: str) -> Iterator[None]:
     from pagemill.clients.repository import create_client
-    from pagemill.db.models import Job, Page
     from pagemill.db.session import session_scope
 
     with session_scope() as session:
         client, _ = create_client(session, "history")
         for engine, costs in HISTORY.items():
-            job = Job(
-                id=uuid.uuid4(),
-                client_id=client.id,
-                status=JobStatus.succeeded,
-                license_use=LicenseUse.non_commercial,
-                engine="auto",
-                source_kind=SourceKind.pdf,
-                source_bytes=1000,
-                source_sha256="0" * 64,
-                document_pages=len(costs),
-                pages_total=len(costs),
+            add_job(
+                session,
+                client.id,
+                [
+                    {"engine": engine, "cost_usd": Decimal(cost or 0), "blank": cost is None}
+                    for cost in costs
+                ],
             )
-            session.add(job)
-            session.flush()
-            for number, cost in enumerate(costs, start=1):
-                session.add(
-                    Page(
-                        job_id=job.id,
-                        number=number,
-                        status=PageStatus.succeeded,
-                        engine=engine,
-                        cost_usd=Decimal(cost or 0),
-                        blank=cost is None,
-                    )
-                )
     yield
 
 
