@@ -199,3 +199,16 @@ def test_rows_bridged_into_a_table_add_no_column() -> None:
     table = [row for row in page_markdown(lines).splitlines() if row.startswith("|")]
     assert all(row.count(" | ") == 3 for row in table)
     assert len(table) == 6
+
+
+def test_fields_side_by_side_read_row_by_row() -> None:
+    # Two fields only: no table, and no columns either.
+    lines = [line("Invoice Date:", 40, 100), line("Reference:", 500, 100)]
+    lines += [line("03/20/2023", 40, 130), line("CUSTREF123", 500, 130)]
+    assert page_markdown(lines).split() == [
+        "Invoice",
+        "Date:",
+        "Reference:",
+        "03/20/2023",
+        "CUSTREF123",
+    ]

@@ -30,6 +30,7 @@ _PARAGRAPH_GAP_H = 0.6
 # labels and values ("TOTAL  9.00"), read across; not two columns read down.
 _NARROW_PART = 0.25
 _ROW_PAIRED = 0.5
+_FEW_ROWS = 3
 # A heading line stands alone and is clearly taller than body text.
 _HEADING_HEIGHT = 1.25
 _HEADING_MAX_WORDS = 12
@@ -243,13 +244,16 @@ def _side_by_side(left: Sequence[Block], right: Sequence[Block]) -> bool:
 def _reads_across(left: Sequence[Block], right: Sequence[Block]) -> bool:
     if any(isinstance(block, Table) for block in (*left, *right)):
         return False
-    width = union([b.box for b in (*left, *right)]).width
-    narrow = min(union([b.box for b in left]).width, union([b.box for b in right]).width)
-    if narrow >= _NARROW_PART * width:
-        return False
     smaller, larger = (left, right) if len(left) <= len(right) else (right, left)
     paired = sum(1 for block in smaller if any(_same_row(block, other) for other in larger))
-    return paired >= _ROW_PAIRED * len(smaller)
+    if paired < _ROW_PAIRED * len(smaller):
+        return False
+    # A few rows paired across (form fields: labels over their values) read as rows.
+    if len(larger) <= _FEW_ROWS:
+        return True
+    width = union([b.box for b in (*left, *right)]).width
+    narrow = min(union([b.box for b in left]).width, union([b.box for b in right]).width)
+    return narrow < _NARROW_PART * width
 
 
 def _same_row(a: Block, b: Block) -> bool:
