@@ -212,3 +212,24 @@ def test_fields_side_by_side_read_row_by_row() -> None:
         "03/20/2023",
         "CUSTREF123",
     ]
+
+
+def test_a_description_cut_in_two_stays_in_its_column() -> None:
+    xs = (40, 600, 700, 800)
+    rows = [
+        ("Article", "Qty", "VAT", "Price"),
+        ("Leather cover", "1", "21%", "69.99"),
+        ("Game console", "1", "21%", "189.00"),
+        ("Power adapter", "1", "21%", "14.99"),
+    ]
+    lines = [
+        line(cell, x, 300 + 30 * r)
+        for r, row in enumerate(rows)
+        for cell, x in zip(row, xs, strict=True)
+    ]
+    # The recogniser read one long description as two lines with a gap between them.
+    lines += [line("Tablet Air Wifi 16 GB", 40, 420), line("Silver", 300, 420)]
+    lines += [line(cell, x, 420) for cell, x in zip(("1", "21%", "399.00"), xs[1:], strict=True)]
+    table = [row for row in page_markdown(lines).splitlines() if row.startswith("|")]
+    assert table[-1] == "| Tablet Air Wifi 16 GB Silver | 1 | 21% | 399.00 |"
+    assert all(row.count(" | ") == 3 for row in table)

@@ -46,6 +46,8 @@ _TABLE_BRIDGE_GAP_H = 1.0
 # Word boxes come from the recogniser's character positions and are loose: cells
 # merged into one line ("0.00 15.00%") are 0.2 h apart at the least.
 _TABLE_GUTTER_H = 0.15
+# A headless column filled in at most this share of the full rows is not a column.
+_SPARSE_COLUMN = 0.4
 # Below this tilt (a pixel in 200) rows pair up as they stand.
 _LEVEL_SLOPE = 0.005
 
@@ -357,8 +359,35 @@ def _table_from_rows(rows: Sequence[Sequence[Line]], h: float) -> Table | None:
                     column = _nearest_column(word.box, columns)
                 cells[column].append(word.text)
         table_rows.append(tuple(" ".join(cell) for cell in cells))
+    table_rows = _without_sparse_columns(table_rows, [_is_table_row(row) for row in rows])
+    if len(table_rows[0]) < _TABLE_MIN_CELLS:
+        return None
     box = union([line.box for row in rows for line in row])
     return Table(tuple(table_rows), box)
+
+
+def _without_sparse_columns(
+    rows: list[tuple[str, ...]], full: Sequence[bool]
+) -> list[tuple[str, ...]]:
+    """A column with no header and text in few full rows is the tail of the column to its
+    left (long descriptions the recogniser cut in two), joined back to it."""
+    full_rows = [row for row, is_full in zip(rows, full, strict=True) if is_full]
+    keep = [
+        index == 0
+        or bool(rows[0][index])
+        or sum(1 for row in full_rows if row[index]) > _SPARSE_COLUMN * len(full_rows)
+        for index in range(len(rows[0]))
+    ]
+    merged = []
+    for row in rows:
+        cells: list[str] = []
+        for index, cell in enumerate(row):
+            if keep[index]:
+                cells.append(cell)
+            elif cell:
+                cells[-1] = f"{cells[-1]} {cell}".strip()
+        merged.append(tuple(cells))
+    return merged
 
 
 def _is_label_and_value_rows(full_rows: Sequence[Sequence[Line]]) -> bool:
