@@ -112,6 +112,11 @@ DEGRADATIONS: dict[str, Degrade] = {
     "rotate-90": _turned(90),
     "rotate-180": _turned(180),
     "rotate-270": _turned(270),
+    "photo": photograph,
+    # Pages laid out anew from the source's text (`layouts.RELAYOUTS`), then imaged: a
+    # two-column page through a scanner, a till receipt photographed.
+    "two-column": _noise,
+    "receipt": photograph,
 }
 VARIANT_KINDS = tuple(DEGRADATIONS)
 

@@ -129,3 +129,7 @@ def _wrap(text: str, font: pymupdf.Font, size: float, width: float) -> list[str]
     if current:
         lines.append(current)
     return lines
+
+
+# Variant kinds whose page is laid out anew from the source's text before it is imaged.
+RELAYOUTS = {"two-column": two_column_page, "receipt": receipt_page}

@@ -5,7 +5,9 @@ Each born-digital PDF under a folder gives one image-only PDF per kind
 resolution and degraded, and beside it `name.KIND.txt`, the source's text layer in
 reading order. The source's invoice fields and reference table are copied as
 `name.KIND.json` and `name.KIND.table.md` when the variant has every page of the source,
-as they describe the whole document.
+as they describe the whole document. The `two-column` and `receipt` kinds first lay the
+source's text out anew (`layouts.py`) as one page, whose own text layer, column after
+column, is then the reference.
 
 Generation is reproducible: the random state of each page comes from the seed, the
 document's path relative to the folder, the kind and the page number.
@@ -26,6 +28,7 @@ from PIL import Image
 
 from cli.evaluation.degrade import VARIANT_KINDS, degrade
 from cli.evaluation.discovery import documents_under, find_ground_truth
+from cli.evaluation.layouts import RELAYOUTS
 from pagemill.engines.catalog import DEFAULT_OCR_ENGINE, TEXT_LAYER_ENGINE
 from worker.engines.registry import render_dpi_for
 from worker.engines.router import route_page
@@ -115,15 +118,24 @@ def _write_variant(
 ) -> Path:
     stem = f"{source.stem}.{kind}"
     dpi = render_dpi_for(OCR_ENGINE)
+    relayout = RELAYOUTS.get(kind)
+    # A page laid out anew is its own reference, in its own order: its text layer as
+    # written (column after column), one page; the source's fields and table describe
+    # another layout and are not copied.
+    pages = document if relayout is None else relayout(text_layer_reference(document, page_count))
+    count = page_count if relayout is None else 1
     scanned = pymupdf.open()
-    for index in range(page_count):
-        pixmap = document[index].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    for index in range(count):
+        pixmap = pages[index].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
         image = Image.frombytes("L", (pixmap.width, pixmap.height), pixmap.samples)
         degraded = degrade(image, kind, _page_rng(seed, name, kind, index + 1))
         _append_image_page(scanned, degraded, dpi)
     path = target / f"{stem}.pdf"
     scanned.save(path, garbage=3, deflate=True, no_new_id=True)
     scanned.close()
+    if relayout is not None:
+        (target / f"{stem}.txt").write_text(pages[0].get_text().strip() + "\n")
+        return path
     (target / f"{stem}.txt").write_text(text_layer_reference(document, page_count))
     if page_count == document.page_count:
         truth, _notes = find_ground_truth(source)
