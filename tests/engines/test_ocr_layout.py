@@ -233,3 +233,17 @@ def test_a_description_cut_in_two_stays_in_its_column() -> None:
     table = [row for row in page_markdown(lines).splitlines() if row.startswith("|")]
     assert table[-1] == "| Tablet Air Wifi 16 GB Silver | 1 | 21% | 399.00 |"
     assert all(row.count(" | ") == 3 for row in table)
+
+
+def test_wrapped_prose_is_one_line_and_short_rows_keep_their_breaks() -> None:
+    prose = [
+        line("a paragraph the page wrapped at the", 40, 100),
+        line("right edge of its column, every line", 40, 128),
+        line("but the last one", 40, 156),
+    ]
+    items = [line("Coffee", 40, 260), line("Tea", 40, 288), line("Juice", 40, 316)]
+    paragraphs = page_markdown([*prose, *items]).split("\n\n")
+    assert paragraphs == [
+        "a paragraph the page wrapped at the right edge of its column, every line but the last one",
+        "Coffee\nTea\nJuice",
+    ]

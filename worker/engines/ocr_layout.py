@@ -31,6 +31,11 @@ _PARAGRAPH_GAP_H = 0.6
 _NARROW_PART = 0.25
 _ROW_PAIRED = 0.5
 _FEW_ROWS = 3
+# A line ending within this share of the region's width from its right edge was
+# wrapped there (ragged-right prose leaves up to a long word's width free).
+_WRAP_SLACK = 0.15
+# ... and holds a run of words: a column of single items is a list whatever its edge.
+_WRAP_MIN_WORDS = 4
 # A heading line stands alone and is clearly taller than body text.
 _HEADING_HEIGHT = 1.25
 _HEADING_MAX_WORDS = 12
@@ -455,6 +460,10 @@ def escape(text: str) -> str:
 def _render_region(blocks: Sequence[Block], h: float) -> str:
     paragraphs: list[tuple[list[str], float]] = []  # lines, row height (0 for a table)
     last_bottom: float | None = None
+    wrapped = False  # the last row was one run of text reaching the region's right edge
+    lines = [block for block in blocks if isinstance(block, Line)]
+    right_edge = max((line.box.x1 for line in lines), default=0.0)
+    left_edge = min((line.box.x0 for line in lines), default=0.0)
     for row in rows_of(blocks):
         texts = [block for block in row if isinstance(block, Line)]
         for table in (block for block in row if isinstance(block, Table)):
@@ -474,9 +483,18 @@ def _render_region(blocks: Sequence[Block], h: float) -> str:
             paragraphs.append(([text], height))
         elif _is_split_word(paragraphs[-1][0][-1], text):
             paragraphs[-1][0][-1] += text
+        elif wrapped:
+            # Prose the page wrapped: one line of Markdown a paragraph, as a text layer
+            # gives it. Rows that end short (a list, a receipt's items) keep their breaks.
+            paragraphs[-1][0][-1] += " " + text
         else:
             paragraphs[-1][0].append(text)
         last_bottom = max(line.box.y1 for line in texts)
+        wrapped = (
+            len(texts) == 1
+            and len(texts[0].text.split()) >= _WRAP_MIN_WORDS
+            and texts[0].box.x1 >= right_edge - _WRAP_SLACK * (right_edge - left_edge)
+        )
     return "\n\n".join(_paragraph_markdown(lines, height, h) for lines, height in paragraphs)
 
 
