@@ -17,6 +17,7 @@ import redis
 from celery import Celery
 
 from pagemill.domain import LicenseUse, Stage
+from pagemill.engines.catalog import ocr_stage
 from pagemill.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -71,20 +72,6 @@ def get_celery() -> Celery:
 
 def publish_prepare(job_id: str) -> None:
     get_celery().send_task(PREPARE_TASK, args=[job_id])
-
-
-# GPU pages are split by licence class: only workers whose licence basis permits
-# commercial use consume the commercial queue, so a commercial page can never be
-# picked up by a worker that may not process it.
-OCR_GPU_STAGE = "ocr-gpu"
-OCR_GPU_COMMERCIAL_STAGE = "ocr-gpu-commercial"
-GPU_ENGINES = frozenset({"vllm"})
-
-
-def ocr_stage(engine: str | None, license_use: LicenseUse | None) -> str:
-    if engine not in GPU_ENGINES:
-        return Stage.ocr.value
-    return OCR_GPU_COMMERCIAL_STAGE if license_use == LicenseUse.commercial else OCR_GPU_STAGE
 
 
 def publish_ocr(

@@ -29,6 +29,7 @@ from pagemill.domain import (
     LicenseUse,
     PageStatus,
 )
+from pagemill.engines.catalog import ENGINE_CHOICES, describe_choices
 from pagemill.jobs import idempotency, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
@@ -65,9 +66,7 @@ async def submit_job(
     metadata: Annotated[str | None, Form(description="A JSON object, returned as is.")] = None,
     license_use: Annotated[LicenseUse | None, Form()] = None,
     webhook_url: Annotated[str | None, Form()] = None,
-    engine: Annotated[
-        str | None, Form(description="auto, textlayer, rapidocr or vllm (GPU).")
-    ] = None,
+    engine: Annotated[str | None, Form(description=f"{describe_choices(ENGINE_CHOICES)}.")] = None,
     max_cost_usd: Annotated[
         Decimal | None,
         Form(ge=0, le=1_000_000, description="Refuse the job if its quote is above this."),

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill import queue
 from pagemill.domain import QueuedPage
+from pagemill.engines import catalog
 from pagemill.jobs import repository
 from pagemill.settings import Settings
 from pagemill.webhooks import outbox as webhook_outbox
@@ -77,8 +78,7 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
     for page in report.pages:
         queue.publish_ocr(page.page_id, page.engine, page.license_use)
     if report.unrunnable:
-        gpu_stages = (queue.OCR_GPU_STAGE, queue.OCR_GPU_COMMERCIAL_STAGE)
-        queue.remove_ocr_messages(report.unrunnable, gpu_stages)
+        queue.remove_ocr_messages(report.unrunnable, catalog.GPU_STAGES)
     for job_id in report.finalizes:
         queue.publish_finalize(job_id)
     for delivery_id in report.webhooks:
@@ -102,7 +102,7 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
 def _fail_pages_nobody_can_run(session: Session, settings: Settings) -> list[tuple[int, uuid.UUID]]:
     wait = timedelta(seconds=settings.gpu_worker_wait_s)
     failed: list[tuple[int, uuid.UUID]] = []
-    for engine in sorted(queue.GPU_ENGINES):
+    for engine in sorted(catalog.GPU_ENGINES):
         why = (
             f"Not read: no GPU worker able to run {engine} for this page has been alive "
             f"in the last {settings.gpu_worker_wait_s:g} s."

@@ -22,17 +22,19 @@ from pagemill.documents.pagerange import (
     parse_page_selection,
 )
 from pagemill.domain import InputRejected, JobStatus, LicenseUse, human_size
+from pagemill.engines.catalog import (
+    ENGINE_CHOICES,
+    GPU_ENGINES,
+    LICENCE_GATED_ENGINES,
+    OCR_ENGINES,
+    TEXT_LAYER_ENGINE,
+)
 from pagemill.jobs import events, idempotency, metadata, repository
 from pagemill.quality.furniture import FurnitureMode
-from pagemill.queue import GPU_ENGINES
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
 from pagemill.webhooks.urls import InvalidWebhookUrl, validate_webhook_url
 from pagemill.workers import registry as workers
-
-ENGINE_CHOICES = ("auto", "textlayer", "rapidocr", "vllm")
-# Engines whose models may forbid commercial use, and so need a licensed worker.
-LICENCE_GATED_ENGINES = frozenset({"vllm"})
 
 
 class SubmissionRejected(InputRejected):
@@ -202,7 +204,7 @@ def submit_job(
             f"The job selects {len(numbers)} pages; the limit is {settings.max_pages}.",
         )
     license_use = options.license_use or client.default_license_use
-    ocr_engine = engine if engine in ("rapidocr", "vllm") else settings.ocr_engine
+    ocr_engine = engine if engine in OCR_ENGINES else settings.ocr_engine
     _check_gpu_capacity(session, settings, engine, ocr_engine)
     _check_licensed_capacity(session, settings, license_use, engine, ocr_engine)
     quote = quote_usd(session, settings, info, numbers, engine, ocr_engine)
@@ -244,7 +246,7 @@ def submit_job(
 def _check_gpu_capacity(session: Session, settings: Settings, engine: str, ocr_engine: str) -> None:
     """Refuse at submit, not by queueing forever, a job for a GPU engine that no live
     worker runs. Workers that vanish later are the reaper's (gpu_worker_wait_s)."""
-    if ocr_engine not in GPU_ENGINES or engine == "textlayer":
+    if ocr_engine not in GPU_ENGINES or engine == TEXT_LAYER_ENGINE:
         return
     dead_after = timedelta(seconds=settings.worker_dead_after_s)
     if not any(w.engine == ocr_engine for w in workers.live_workers(session, dead_after)):
@@ -268,7 +270,7 @@ def _check_licensed_capacity(
     may process. Only a page that needs OCR can reach the licence-gated engine."""
     if license_use is not LicenseUse.commercial:
         return
-    gated = ocr_engine in LICENCE_GATED_ENGINES and engine != "textlayer"
+    gated = ocr_engine in LICENCE_GATED_ENGINES and engine != TEXT_LAYER_ENGINE
     if not gated:
         return
     dead_after = timedelta(seconds=settings.worker_dead_after_s)
