@@ -37,7 +37,7 @@ class ConvertedPage:
     engine: str
     engine_reason: str
     wall_seconds: float
-    compute_seconds: float
+    device_seconds: float
     output_chars: int
 
 
@@ -91,13 +91,15 @@ def convert_file(
             engine=assessed.engine,
             engine_reason=route.reason,
             wall_seconds=time.perf_counter() - started,
-            compute_seconds=assessed.result.device_seconds,
+            device_seconds=assessed.result.device_seconds,
             output_chars=len(markdown),
         )
         converted.append(page)
         manifest_pages.append(
             {
                 **dataclasses.asdict(page),
+                # The old name of device_seconds, as the API keeps it, for one release.
+                "compute_seconds": page.device_seconds,
                 "status": "succeeded",
                 "image": {
                     "width_px": rendered.image_width_px,

@@ -54,6 +54,9 @@ def test_convert_works_with_every_service_unreachable(tmp_path: Path) -> None:
     assert [page["engine"] for page in manifest["pages"]] == ["textlayer"] * 3
     scanned = json.loads((tmp_path / "scanned-sentence" / "manifest.json").read_text())
     assert scanned["pages"][0]["engine"] == "rapidocr"
+    for page in manifest["pages"] + scanned["pages"]:
+        assert page["device_seconds"] > 0
+        assert page["compute_seconds"] == page["device_seconds"]  # the old name, one release
     assert "self contained package" in (tmp_path / "scanned-sentence" / "document.md").read_text()
     assert "textlayer" in result.stdout and "rapidocr" in result.stdout  # the per-page table
 
