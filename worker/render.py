@@ -21,7 +21,7 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from pagemill.documents.facts import image_coverage, trace_text
+from pagemill.documents.facts import image_coverage, image_ink_fraction, ink_fraction, trace_text
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
 
@@ -59,6 +59,10 @@ class RenderedPage:
     image_height_px: int | None
     pdf_page: bytes | None  # None for images, and for PDF pages that did not ask for it
     render_seconds: float
+    # The page's ink as inspection measures it at submit, kept with its facts so the quote
+    # can fit OCR cost against it; None for a page read from its text layer (priced by
+    # its characters).
+    ink_fraction: float | None = None
 
 
 def render_pages(
@@ -85,10 +89,11 @@ def _render_pdf_pages(
             facts = pdf_page_facts(page, number)
             outputs = outputs_for(facts)
             page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
-            png, width, height = None, None, None
+            png, width, height, ink = None, None, None, None
             if outputs.image:
                 pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
                 png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
+                ink = ink_fraction(page)
             pdf_bytes = None
             if outputs.pdf_page:
                 single = pymupdf.open()
@@ -103,6 +108,7 @@ def _render_pdf_pages(
                 image_height_px=height,
                 pdf_page=pdf_bytes,
                 render_seconds=time.perf_counter() - started,
+                ink_fraction=ink,
             )
 
 
@@ -186,6 +192,7 @@ def _render_image_pages(
             image.seek(number - 1)
             frame = image.convert("L" if image.mode in ("1", "L", "I;16") else "RGB")
             dpi = _image_dpi(image)
+            ink = image_ink_fraction(frame)
             if frame.width * frame.height > max_pixels:
                 scale = math.sqrt(max_pixels / (frame.width * frame.height))
                 new_size = (max(1, int(frame.width * scale)), max(1, int(frame.height * scale)))
@@ -203,6 +210,7 @@ def _render_image_pages(
                 image_height_px=frame.height,
                 pdf_page=None,
                 render_seconds=time.perf_counter() - started,
+                ink_fraction=ink,
             )
 
 

@@ -48,7 +48,8 @@ def run(args: list[str]) -> None:
             pdf_path.write_bytes(page.pdf_page)
         emit(
             {
-                "facts": dataclasses.asdict(page.facts),
+                # Kept in pages.facts for the quote (pagemill.accounting.quote).
+                "facts": {**dataclasses.asdict(page.facts), "ink_fraction": page.ink_fraction},
                 "engine": route.engine,
                 "engine_reason": route.reason,
                 "image_path": str(image_path) if image_path else None,

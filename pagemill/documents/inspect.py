@@ -14,7 +14,12 @@ from typing import Any
 import pymupdf
 from PIL import Image, ImageSequence
 
-from pagemill.documents.facts import TextLayerFacts, text_layer_facts
+from pagemill.documents.facts import (
+    TextLayerFacts,
+    image_ink_fraction,
+    ink_fraction,
+    text_layer_facts,
+)
 from pagemill.documents.sandbox import (
     DocumentVerdict,
     Limits,
@@ -33,8 +38,9 @@ _MAGIC: list[tuple[bytes, SourceKind]] = [
     (b"MM\x00*", SourceKind.tiff),
 ]
 
-# Measuring each page's text layer is only for the quote: it stops after this long, so
-# a long document does not hold its upload back (the pages left are quoted as OCR).
+# Measuring each page (its text layer, its ink) is only for the quote: it stops after this
+# long, so a long document does not hold its upload back (the pages left are quoted as
+# OCR, at the engine's mean cost).
 FACTS_BUDGET_S = 2.0
 # A page drawing more than this is left unmeasured: tracing its text would cost about as
 # much as drawing it (pagemill.settings textlayer_max_content_bytes is the same idea).
@@ -68,10 +74,17 @@ class DocumentInfo:
     # Each PDF page's text layer as routing reads it, in page order; None for a page not
     # measured, and nothing past the last page measured. Empty for images.
     page_facts: tuple[TextLayerFacts | None, ...] = ()
+    # Each page's ink (pagemill.documents.facts.ink_fraction), PDF pages and image frames
+    # alike, with the same gaps as page_facts.
+    page_ink: tuple[float | None, ...] = ()
 
     def facts_of(self, number: int) -> TextLayerFacts | None:
         """Page `number`'s (1-based) text layer facts, None when inspection cannot tell."""
         return self.page_facts[number - 1] if number <= len(self.page_facts) else None
+
+    def ink_of(self, number: int) -> float | None:
+        """Page `number`'s (1-based) ink, None when inspection did not measure it."""
+        return self.page_ink[number - 1] if number <= len(self.page_ink) else None
 
 
 def sniff_kind(head: bytes) -> SourceKind | None:
@@ -111,7 +124,8 @@ def inspect_document(
     kind = sniff_file(path)
     if kind is SourceKind.pdf:
         return _inspect_pdf(path, max_page_side_pt)
-    return DocumentInfo(kind=kind, page_count=_inspect_image(path, kind, max_image_pixels))
+    page_count = _inspect_image(path, kind, max_image_pixels)
+    return DocumentInfo(kind=kind, page_count=page_count, page_ink=_measure_frames(path))
 
 
 def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
@@ -139,30 +153,64 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
                     f"Page {index + 1} is {box.width:.0f} x {box.height:.0f} points; the "
                     f"largest page side accepted is {max_page_side_pt:.0f} points.",
                 )
+        facts, ink = _measure_pages(document)
         return DocumentInfo(
             kind=SourceKind.pdf,
             page_count=int(document.page_count),
             extraction_restricted=not document.permissions & pymupdf.mupdf.PDF_PERM_COPY,
-            page_facts=_measure_pages(document),
+            page_facts=facts,
+            page_ink=ink,
         )
 
 
-def _measure_pages(document: pymupdf.Document) -> tuple[TextLayerFacts | None, ...]:
+def _measure_pages(
+    document: pymupdf.Document,
+) -> tuple[tuple[TextLayerFacts | None, ...], tuple[float | None, ...]]:
     deadline = time.monotonic() + FACTS_BUDGET_S
     measured: list[TextLayerFacts | None] = []
+    inks: list[float | None] = []
     for index in range(document.page_count):
         if time.monotonic() > deadline:
             break
-        try:
-            page = document.load_page(index)
-            if len(page.read_contents()) > FACTS_MAX_CONTENT_BYTES:
-                measured.append(None)
-                continue
-            measured.append(text_layer_facts(page))
-        except Exception:
-            # The page renders (checked above) but its text cannot be traced: unknown.
-            measured.append(None)
-    return tuple(measured)
+        facts, ink = _measure_page(document, index, deadline)
+        measured.append(facts)
+        inks.append(ink)
+    return tuple(measured), tuple(inks)
+
+
+def _measure_page(
+    document: pymupdf.Document, index: int, deadline: float
+) -> tuple[TextLayerFacts | None, float | None]:
+    # The page renders (checked above); what cannot be measured of it is unknown.
+    try:
+        page = document.load_page(index)
+        if len(page.read_contents()) > FACTS_MAX_CONTENT_BYTES:
+            return None, None
+        facts = text_layer_facts(page)
+    except Exception:
+        return None, None
+    # Drawing the page is the dearer half: left out once the budget is spent.
+    if time.monotonic() > deadline:
+        return facts, None
+    try:
+        return facts, ink_fraction(page)
+    except Exception:
+        return facts, None
+
+
+def _measure_frames(path: Path) -> tuple[float | None, ...]:
+    deadline = time.monotonic() + FACTS_BUDGET_S
+    inks: list[float | None] = []
+    try:
+        with Image.open(path) as image:
+            for frame in ImageSequence.Iterator(image):
+                if time.monotonic() > deadline:
+                    break
+                inks.append(image_ink_fraction(frame))
+    except Exception:
+        # Checked above; a frame that will not decode now is simply not measured.
+        return tuple(inks)
+    return tuple(inks)
 
 
 def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
@@ -244,6 +292,7 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         page_count=int(line["page_count"]),
         extraction_restricted=bool(line["extraction_restricted"]),
         page_facts=tuple(_facts_from_line(entry) for entry in line.get("page_facts", [])),
+        page_ink=tuple(None if ink is None else float(ink) for ink in line.get("page_ink", [])),
     )
 
 

@@ -21,5 +21,6 @@ def run(args: list[str]) -> None:
             "page_count": info.page_count,
             "extraction_restricted": info.extraction_restricted,
             "page_facts": [facts_as_line(facts) for facts in info.page_facts],
+            "page_ink": list(info.page_ink),
         }
     )

@@ -3,7 +3,7 @@ likely be routed to, against real Postgres and through the real submit path."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -122,3 +122,117 @@ def test_an_engine_with_no_history_is_quoted_at_the_fallback(db: str) -> None:
     with session_scope() as session:
         quote = quote_usd(session, settings, info, [1, 2], "auto", "rapidocr")
     assert quote == Decimal("0.01000000")
+
+
+# OCR pages whose cost rises with their ink, as a scan's does with the text it holds:
+# cost = LINE_INTERCEPT + LINE_SLOPE * ink, over enough pages for the line to be trusted.
+LINE_INTERCEPT = Decimal("0.00002000")
+LINE_SLOPE = Decimal("0.00200000")
+HISTORY_INKS = [Decimal(f"0.{n:03d}") for n in range(4, 44, 3)]
+
+
+def add_ocr_history(inks: list[Decimal], cost_of: Callable[[Decimal], Decimal]) -> None:
+    from pagemill.clients.repository import create_client
+    from pagemill.db.session import session_scope
+
+    with session_scope() as session:
+        client, _ = create_client(session, "ink-history")
+        add_job(
+            session,
+            client.id,
+            [
+                {
+                    "engine": "rapidocr",
+                    "cost_usd": cost_of(ink),
+                    "facts": {"ink_fraction": float(ink)},
+                }
+                for ink in inks
+            ],
+        )
+
+
+def on_the_line(ink: Decimal) -> Decimal:
+    return LINE_INTERCEPT + LINE_SLOPE * ink
+
+
+def dense_scan_pdf(path: Path) -> Path:
+    """The scanned invoice (a full page of text) as an image-only PDF page."""
+    with pymupdf.open() as document:
+        page = document.new_page(width=612, height=792)
+        page.insert_image(page.rect, filename=str(SAMPLES / "scanned-invoice.png"))
+        document.save(str(path))
+    return path
+
+
+def measured_ink(path: Path) -> Decimal:
+    from pagemill.documents.facts import ink_fraction
+
+    with pymupdf.open(str(path)) as document:
+        return Decimal(repr(ink_fraction(document.load_page(0))))
+
+
+def test_a_dense_scan_is_quoted_above_a_sparse_one(
+    api: httpx.Client, db: str, tmp_path: Path
+) -> None:
+    add_ocr_history(HISTORY_INKS, on_the_line)
+    sparse, dense = SAMPLES / "scanned-sentence.pdf", dense_scan_pdf(tmp_path / "dense.pdf")
+    sparse_quote, dense_quote = quoted(api, sparse), quoted(api, dense)
+    # The page's ink as prepare will record it, priced on the line the history draws.
+    assert sparse_quote == on_the_line(measured_ink(sparse)).quantize(Decimal("1e-8"))
+    assert dense_quote == on_the_line(measured_ink(dense)).quantize(Decimal("1e-8"))
+    assert dense_quote > Decimal("1.5") * sparse_quote
+
+
+def test_prepare_records_the_ink_inspection_measures(tmp_path: Path) -> None:
+    from pagemill.documents.inspect import inspect_document
+    from worker.render import render_pages
+
+    dense = dense_scan_pdf(tmp_path / "dense.pdf")
+    for path, kind in [(dense, SourceKind.pdf), (SAMPLES / "scanned-invoice.png", SourceKind.png)]:
+        [page] = render_pages(path, kind, [1], 150, 50_000_000)
+        assert page.ink_fraction is not None and page.ink_fraction > 0
+        assert inspect_document(path).ink_of(1) == page.ink_fraction
+
+
+def ocr_quote(ink: float | None) -> Decimal:
+    from pagemill.accounting.quote import quote_usd
+    from pagemill.db.session import session_scope
+    from pagemill.settings import Settings
+
+    info = DocumentInfo(SourceKind.png, 1, page_ink=(ink,))
+    with session_scope() as session:
+        return quote_usd(session, Settings(), info, [1], "auto", "rapidocr")
+
+
+def mean_of(costs: list[Decimal]) -> Decimal:
+    return (sum(costs, Decimal(0)) / len(costs)).quantize(Decimal("1e-8"))
+
+
+def test_too_few_priced_pages_with_ink_fall_back_to_the_mean(db: str) -> None:
+    inks = HISTORY_INKS[:5]
+    add_ocr_history(inks, on_the_line)
+    assert ocr_quote(0.04) == mean_of([on_the_line(ink) for ink in inks])
+
+
+def test_cost_falling_with_ink_falls_back_to_the_mean(db: str) -> None:
+    def falling(ink: Decimal) -> Decimal:
+        return Decimal("0.0001") - LINE_SLOPE * ink
+
+    add_ocr_history(HISTORY_INKS, falling)
+    assert ocr_quote(0.04) == mean_of([falling(ink) for ink in HISTORY_INKS])
+
+
+def test_a_price_at_or_below_zero_falls_back_to_the_mean(db: str) -> None:
+    def steep(ink: Decimal) -> Decimal:
+        return Decimal("-0.00001") + LINE_SLOPE * ink
+
+    inks = HISTORY_INKS[2:]  # all above 0.005, so every recorded cost is positive
+    add_ocr_history(inks, steep)
+    mean = mean_of([steep(ink) for ink in inks])
+    assert ocr_quote(0.001) == mean  # the line gives -0.000008 here
+    assert ocr_quote(0.03) == steep(Decimal("0.03"))
+
+
+def test_a_page_without_ink_is_quoted_at_the_mean(db: str) -> None:
+    add_ocr_history(HISTORY_INKS, on_the_line)
+    assert ocr_quote(None) == mean_of([on_the_line(ink) for ink in HISTORY_INKS])
