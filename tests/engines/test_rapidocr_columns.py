@@ -58,6 +58,7 @@ happy to explain how the planks are steamed and bent into shape.
 # Measured: 0.0 on both layouts of this text at 150 dpi; the 1.3x target of the issue,
 # with a floor for one misread word in either layout.
 RATIO_MAX = 1.3
+ONE_COLUMN_MAX = 0.02
 # Measured: 0.00x; misread characters only, none out of order.
 CER_MAX = 0.03
 FLOOR = 0.01
@@ -103,3 +104,5 @@ def test_two_columns_lose_no_more_words_than_one(two_columns: tuple[str, str]) -
     two_error = bag_of_words_error_rate(markdown, reference)
     one_error = bag_of_words_error_rate(_ocr(single), single[0].get_text())
     assert two_error <= max(RATIO_MAX * one_error, FLOOR)
+    # Measured 0.000; 0.114 when rapidocr's line classifier turned clean lines over.
+    assert one_error <= ONE_COLUMN_MAX
