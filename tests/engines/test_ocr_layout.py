@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from worker.engines.ocr_layout import Box, Line, Word, page_markdown
+from worker.engines.ocr_boxes import Box, Line, Word
+from worker.engines.ocr_layout import page_markdown
 
 LINE_HEIGHT = 24.0
 

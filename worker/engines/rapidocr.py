@@ -18,7 +18,8 @@ import numpy as np
 
 from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
 from worker.engines.ocr_accents import doubt_accents
-from worker.engines.ocr_layout import Box, Line, Word, page_markdown
+from worker.engines.ocr_boxes import Box, Line, Word
+from worker.engines.ocr_layout import page_markdown
 
 
 class RapidOcrEngine:
