@@ -8,8 +8,8 @@ for OCR. So the quote fits cost = a + b * measure over the engine's recent pages
 prices the page by it, or at the engine's recent mean cost where the fit cannot be
 trusted (too few pages, a flat or falling line, a price at or below zero) or the page
 was not measured. A page inspection cannot tell (not measured, or no history to go by)
-is priced as OCR would read it: the dearer guess. A page that draws nothing is free: it is found blank before any OCR engine runs
-(worker.stages.quality).
+is priced as OCR would read it: the dearer guess. A page that draws nothing is free: it
+is found blank before any OCR engine runs (worker.stages.quality).
 """
 
 from __future__ import annotations
