@@ -2,8 +2,9 @@
 recorded, per job and per batch, on a mixed corpus of born-digital and scanned
 documents run through the real engines (`auto`: text layer or rapidocr).
 
-A quote prices each page at the recent mean cost of the engine it will most likely
-be routed to (pagemill.accounting.quote), so it needs history. A first pass over the
+A quote prices each page by the engine it will most likely be routed to and by how
+much the page holds, from that engine's recent pages (pagemill.accounting.quote), so
+it needs history. A first pass over the
 corpus warms the worker (its first pages load the engines' models, which a running
 service has long done) and is then forgotten; a second, not measured, stands for the
 traffic a running service has seen.
