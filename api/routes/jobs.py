@@ -30,7 +30,7 @@ from pagemill.domain import (
     PageStatus,
 )
 from pagemill.engines.catalog import ENGINE_CHOICES, describe_choices
-from pagemill.jobs import idempotency, repository, service
+from pagemill.jobs import idempotency, lifecycle, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
 from pagemill.settings import Settings
@@ -230,7 +230,7 @@ def cancel_job(
     job = _client_job(session, client, job_id)
     if job.status in TERMINAL_JOB_STATUSES:
         raise ApiError(409, "job_finished", f"The job has already ended ({job.status.value}).")
-    service.cancel_job(session, job.id)
+    lifecycle.cancel_job(session, job.id)
     session.commit()
     publish_job_webhooks(job.id)
     session.refresh(job)

@@ -299,7 +299,7 @@ def complete_job(
 ) -> bool:
     """Make a running job terminal. Exactly one caller wins, however many try.
 
-    Every way a job ends comes through here (by pagemill.jobs.service.end_job, which
+    Every way a job ends comes through here (by pagemill.jobs.lifecycle.end_job, which
     records its event), so this is where its pages end too: a terminal job has no page
     queued or running. A page still running is taken from
     its worker (whose result write is fenced on `running` and so changes nothing).

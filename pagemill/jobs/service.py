@@ -29,7 +29,7 @@ from pagemill.engines.catalog import (
     OCR_ENGINES,
     TEXT_LAYER_ENGINE,
 )
-from pagemill.jobs import events, idempotency, metadata, repository
+from pagemill.jobs import idempotency, metadata
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
@@ -287,24 +287,3 @@ def _check_licensed_capacity(
 
 def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:
     store.delete_prefix(JobKeys(job_id).prefix + "/")
-
-
-def end_job(
-    session: Session,
-    job_id: uuid.UUID,
-    status: JobStatus,
-    error_code: str | None = None,
-    error_message: str | None = None,
-) -> bool:
-    """Make a running job terminal and record its event (the webhook outbox) in the same
-    transaction, so the event commits or rolls back with the transition. Exactly one
-    caller wins, however many try; every way a job ends comes through here."""
-    won = repository.complete_job(session, job_id, status, error_code, error_message)
-    if won:
-        events.record_job_event(session, job_id)
-    return won
-
-
-def cancel_job(session: Session, job_id: uuid.UUID) -> bool:
-    """Cancel a job that has not ended; pages not yet finished will not run."""
-    return end_job(session, job_id, JobStatus.cancelled, "cancelled", "Cancelled.")

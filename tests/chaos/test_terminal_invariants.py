@@ -17,7 +17,7 @@ import redis
 from pagemill.db.models import Job
 from pagemill.db.session import session_factory, session_scope
 from pagemill.domain import JobStatus, LicenseUse, SourceKind
-from pagemill.jobs import repository, service
+from pagemill.jobs import lifecycle, repository
 from pagemill.settings import get_settings
 from pagemill.storage import get_object_store
 from tests.chaos.conftest import db_rows, wait_terminal
@@ -68,7 +68,7 @@ def _context() -> StageContext:
 
 def _cancel(job_id: uuid.UUID) -> None:
     with session_factory().begin() as session:
-        assert service.cancel_job(session, job_id)
+        assert lifecycle.cancel_job(session, job_id)
 
 
 ENDINGS: dict[str, Callable[[uuid.UUID], Any]] = {

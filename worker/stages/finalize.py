@@ -17,7 +17,7 @@ import uuid
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.domain import JobStatus, PageStatus
-from pagemill.jobs import repository, service
+from pagemill.jobs import lifecycle, repository
 from pagemill.jobs.summaries import build_manifest
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
@@ -52,7 +52,7 @@ def finalize_job(
                 f"The result could not be assembled in {attempts - 1} attempts; "
                 f"last error: {last_error or 'none recorded'}"
             )
-            won = service.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, why)
+            won = lifecycle.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, why)
             return JobStatus.failed if won else None
         pages = repository.list_pages(session, job_id)
     keys = JobKeys(job_id)
@@ -82,13 +82,13 @@ def finalize_job(
             f"{failed[0].error or 'no error recorded'}"
         )
     with ctx.sessions.begin() as session:
-        won = service.end_job(session, job_id, status, error_code, error_message)
+        won = lifecycle.end_job(session, job_id, status, error_code, error_message)
     return status if won else None
 
 
 def fail_unstorable_job(ctx: StageContext, job_id: uuid.UUID, why: str) -> None:
     with ctx.sessions.begin() as session:
-        service.end_job(
+        lifecycle.end_job(
             session,
             job_id,
             JobStatus.failed,
@@ -119,5 +119,5 @@ def record_finalize_failure(
         if attempts < settings.finalize_max_attempts:
             return True
         message = f"The result could not be assembled: {why} ({attempts} attempts)."
-        service.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, message)
+        lifecycle.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, message)
         return False

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import JobStatus, LicenseUse, QueuedPage
-from pagemill.jobs import repository, service
+from pagemill.jobs import lifecycle, repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
@@ -60,7 +60,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
                 f"The document could not be prepared in {attempt - 1} attempts; "
                 f"last error: {job.error_message or 'none recorded'}"
             )
-            service.end_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
+            lifecycle.end_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
             return 0
         numbers = parse_page_selection(job.page_selection, job.document_pages)
         done = repository.page_numbers(session, job_id)
@@ -192,7 +192,7 @@ def record_prepare_time_limit_kill(
         failures = repository.count_prepare_failure(session, job_id, attempt, why)
         if failures < settings.prepare_max_failures:
             return True
-        service.end_job(
+        lifecycle.end_job(
             session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
         )
         return False
@@ -209,7 +209,7 @@ def _record_render_failure(ctx: StageContext, job_id: uuid.UUID, attempt: int, w
     with ctx.sessions.begin() as session:
         failures = repository.count_prepare_failure(session, job_id, attempt, why)
         if failures >= ctx.settings.prepare_max_failures:
-            service.end_job(
+            lifecycle.end_job(
                 session, job_id, JobStatus.failed, "prepare_failed", _failed_message(why, failures)
             )
             return
@@ -226,4 +226,4 @@ def _release(ctx: StageContext, job_id: uuid.UUID, attempt: int, why: str) -> No
 
 def _fail(ctx: StageContext, job_id: uuid.UUID, message: str) -> None:
     with ctx.sessions.begin() as session:
-        service.end_job(session, job_id, JobStatus.failed, "prepare_failed", message)
+        lifecycle.end_job(session, job_id, JobStatus.failed, "prepare_failed", message)
