@@ -9,12 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Collection, Iterable
 from functools import lru_cache
 from typing import Any
 
 import redis
 from celery import Celery
+from celery.signals import before_task_publish
 
 from pagemill.domain import LicenseUse, Stage
 from pagemill.engines.catalog import ocr_stage
@@ -28,6 +30,16 @@ FINALIZE_TASK = "pagemill.finalize"
 WEBHOOK_DELIVERY_TASK = "pagemill.webhooks.deliver"
 # Its own queue: slow or dead receivers must never hold up pages.
 WEBHOOKS_QUEUE = "webhooks"
+# Header with the publisher's wall clock (epoch seconds): Celery's messages carry no
+# time of their own, and /metrics reports the age of the oldest one waiting per queue.
+PUBLISHED_AT_HEADER = "pagemill_published_at"
+
+
+@before_task_publish.connect
+def _stamp_published_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    # Retries and republished work are stamped anew: their age counts from then.
+    if headers is not None:
+        headers[PUBLISHED_AT_HEADER] = time.time()
 
 
 def make_celery(settings: Settings) -> Celery:

@@ -1,6 +1,10 @@
 """Prometheus metrics, read at scrape time: page counts, latency, device time, cost and
-speculative-decoding acceptance from Postgres, queue depths and parked poison
-messages from Redis.
+speculative-decoding acceptance from Postgres, queue depths, the age of each queue's
+oldest waiting message and parked poison messages from Redis.
+
+Queue depth and oldest-message age are the autoscaling signals (deploy/kubernetes):
+each queue carries its licence class, since only licensed workers may drain a
+commercial queue and scaling the others does not help it.
 
 Nothing is counted in process memory, so the numbers are the same whichever API
 process answers the scrape, and hold across every worker process and restart. A
@@ -10,7 +14,9 @@ for it; the scrape itself still succeeds.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 
@@ -30,7 +36,9 @@ from sqlalchemy import Engine
 
 from pagemill.db.session import get_engine
 from pagemill.dead_letter import poison_counts
+from pagemill.engines.catalog import COMMERCIAL_STAGES, QUEUE_FAMILIES
 from pagemill.ops.repository import LATENCY_BUCKETS_S, MetricsSnapshot, metrics_snapshot
+from pagemill.queue import PUBLISHED_AT_HEADER
 from pagemill.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,16 @@ QUEUE_STAGES = ("prepare", "ocr", "ocr-gpu", "ocr-gpu-commercial", "finalize", "
 # name for priority 0, and the name with "\x06\x16" and the step for the others.
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _REDIS_TIMEOUT_S = 2.0
+
+
+def licence_class(stage: str) -> str:
+    """Which pages a queue holds by licence: `commercial` (only workers with a commercial
+    basis may consume it), `non_commercial` (a licence-gated engine's other queue) or
+    `any` (engines whose models permit any use, and the stages that run no model)."""
+    if stage in COMMERCIAL_STAGES:
+        return "commercial"
+    gated = {family.stage for family in QUEUE_FAMILIES if family.commercial_stage is not None}
+    return "non_commercial" if stage in gated else "any"
 
 
 def make_redis(url: str) -> redis.Redis:
@@ -75,6 +93,47 @@ def queue_depths(client: redis.Redis, queues: Iterable[tuple[str, str]]) -> dict
     }
 
 
+def read_queue_depths() -> dict[str, tuple[str, int]]:
+    """Every stage's queue name and waiting messages, as /metrics reports them."""
+    settings = get_settings()
+    queues = [(stage, settings.queue(stage)) for stage in QUEUE_STAGES]
+    depths = queue_depths(_redis(), queues)
+    return {stage: (queue, depths[stage]) for stage, queue in queues}
+
+
+def oldest_message_ages(
+    client: redis.Redis, queues: Iterable[tuple[str, str]], now: float | None = None
+) -> dict[str, float]:
+    """Seconds the oldest waiting message of each queue has waited (stage -> age), 0
+    for an empty queue. Kombu pushes on the left and pops on the right, so each list's
+    oldest message is its last; the age is read from the publisher's stamp
+    (pagemill.queue.PUBLISHED_AT_HEADER), and a message without one counts as new."""
+    pipeline = client.pipeline(transaction=False)
+    pairs = list(queues)
+    for _, queue in pairs:
+        for suffix in _PRIORITY_SUFFIXES:
+            pipeline.lindex(queue + suffix, -1)
+    tails = pipeline.execute()
+    now = time.time() if now is None else now
+    step = len(_PRIORITY_SUFFIXES)
+    ages: dict[str, float] = {}
+    for index, (stage, _) in enumerate(pairs):
+        stamps = [_published_at(raw) for raw in tails[index * step : (index + 1) * step]]
+        # Clocks of different hosts disagree a little: an age is never below zero.
+        ages[stage] = max([0.0, *(now - stamp for stamp in stamps if stamp is not None)])
+    return ages
+
+
+def _published_at(raw: bytes | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        stamp = json.loads(raw)["headers"][PUBLISHED_AT_HEADER]
+    except (ValueError, TypeError, KeyError):
+        return None  # garbage is parked by the workers and counted as poison, not aged
+    return float(stamp) if isinstance(stamp, int | float) else None
+
+
 class PagemillCollector(Collector):
     def __init__(
         self,
@@ -103,19 +162,13 @@ class PagemillCollector(Collector):
         try:
             client = self._redis_client()
             depths = queue_depths(client, queues)
+            ages = oldest_message_ages(client, queues)
             parked = poison_counts(client, settings)
         except Exception:
             log.warning("metrics: could not read Redis", exc_info=True)
             errors["redis"] = 1.0
         else:
-            depth = GaugeMetricFamily(
-                "pagemill_queue_depth",
-                "Messages waiting in each Celery queue.",
-                labels=["queue", "stage"],
-            )
-            for stage, queue in queues:
-                depth.add_metric([queue, stage], depths[stage])
-            yield depth
+            yield from _queue_metrics(queues, depths, ages)
             yield _poison_metric(parked)
 
         error = GaugeMetricFamily(
@@ -126,6 +179,25 @@ class PagemillCollector(Collector):
         for source, value in errors.items():
             error.add_metric([source], value)
         yield error
+
+
+def _queue_metrics(
+    queues: list[tuple[str, str]], depths: dict[str, int], ages: dict[str, float]
+) -> Iterator[Metric]:
+    labels = ["queue", "stage", "licence"]
+    depth = GaugeMetricFamily(
+        "pagemill_queue_depth", "Messages waiting in each Celery queue.", labels=labels
+    )
+    age = GaugeMetricFamily(
+        "pagemill_queue_oldest_message_age_seconds",
+        "How long the oldest message waiting in each Celery queue has waited; 0 when empty.",
+        labels=labels,
+    )
+    for stage, queue in queues:
+        depth.add_metric([queue, stage, licence_class(stage)], depths[stage])
+        age.add_metric([queue, stage, licence_class(stage)], ages[stage])
+    yield depth
+    yield age
 
 
 def _poison_metric(parked: dict[tuple[str, str], int]) -> Metric:

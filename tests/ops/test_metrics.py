@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import redis
@@ -10,6 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
 from pagemill.ops.metrics import QUEUE_STAGES, PagemillCollector, make_redis
+from pagemill.queue import OCR_TASK, PUBLISHED_AT_HEADER, make_celery
+from pagemill.settings import Settings
 from tests.ops.conftest import OPS_QUEUE_PREFIX, OpsWorld
 
 approx = pytest.approx
@@ -88,7 +92,10 @@ def test_metrics_count_what_the_database_and_queues_hold(
     assert value(samples, "pagemill_spec_acceptance_rate", **jina) == approx(0.75)
 
     depth = "pagemill_queue_depth"
-    depths = {stage: value(samples, depth, queue=queues[stage], stage=stage) for stage in queues}
+    depths = {
+        stage: value(samples, depth, queue=queues[stage], stage=stage, licence=LICENCES[stage])
+        for stage in queues
+    }
     assert depths == {
         "prepare": 0,
         "ocr": 3,
@@ -97,6 +104,52 @@ def test_metrics_count_what_the_database_and_queues_hold(
         "finalize": 0,
         "webhooks": 2,
     }
+
+
+# Only licensed workers may drain the commercial queue: an autoscaler must tell them apart.
+LICENCES = {
+    "prepare": "any",
+    "ocr": "any",
+    "ocr-gpu": "non_commercial",
+    "ocr-gpu-commercial": "commercial",
+    "finalize": "any",
+    "webhooks": "any",
+}
+
+
+def test_metrics_give_each_queue_the_age_of_its_oldest_message(
+    ops_world: OpsWorld, ops_api_url: str, redis_client: redis.Redis
+) -> None:
+    queues = {stage: f"{OPS_QUEUE_PREFIX}{stage}" for stage in QUEUE_STAGES}
+    for stage in QUEUE_STAGES:
+        redis_client.delete(*(queues[stage] + suffix for suffix in ("", "\x06\x163")))
+    # Published as the workers' messages are (kombu pushes on the left, pops on the right).
+    publisher = make_celery(Settings(queue_prefix=OPS_QUEUE_PREFIX))
+    publisher.send_task(OCR_TASK, args=[1], queue=queues["ocr"])
+    publisher.send_task(OCR_TASK, args=[2], queue=queues["ocr-gpu-commercial"])
+    # The same message as if published two minutes ago, at the oldest end of the queue.
+    raw = redis_client.lindex(queues["ocr"], 0)
+    assert isinstance(raw, bytes)
+    old = json.loads(raw)
+    assert isinstance(old["headers"][PUBLISHED_AT_HEADER], float)
+    old["headers"][PUBLISHED_AT_HEADER] -= 120
+    redis_client.rpush(queues["ocr"], json.dumps(old))
+    redis_client.rpush(queues["webhooks"], "not a message at all")
+
+    samples = parse(httpx.get(f"{ops_api_url}/metrics", timeout=30).text)
+
+    age = "pagemill_queue_oldest_message_age_seconds"
+    ages = {
+        stage: value(samples, age, queue=queues[stage], stage=stage, licence=LICENCES[stage])
+        for stage in queues
+    }
+    assert 120 <= ages["ocr"] < 240
+    assert 0 <= ages["ocr-gpu-commercial"] < 60
+    # Empty queues, and a queue holding only garbage (parked by the workers, not aged).
+    assert ages["prepare"] == ages["ocr-gpu"] == ages["finalize"] == ages["webhooks"] == 0
+    depth = "pagemill_queue_depth"
+    assert value(samples, depth, queue=queues["ocr"], stage="ocr", licence="any") == 2
+    assert value(samples, depth, queue=queues["webhooks"], stage="webhooks", licence="any") == 1
 
 
 def test_an_unreadable_source_is_reported_not_raised(ops_world: OpsWorld) -> None:
