@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pagemill.documents.blocks import PageBlocks
+
 # Declared with the engines that read at it; here for those engines' modules.
 from pagemill.engines.catalog import CPU_ENGINE_RENDER_DPI as CPU_ENGINE_RENDER_DPI
 
@@ -87,6 +89,9 @@ class EngineResult:
     output_tokens: int | None = None
     finish_reason: str | None = None  # "stop", "length", ... where the engine has one
     details: dict[str, Any] = field(default_factory=dict)  # engine-specific measurements
+    # What the page says and where (pagemill.documents.blocks); None when the engine has
+    # no boxes for its text (a VLM profile that emits no grounding).
+    blocks: PageBlocks | None = None
 
 
 @runtime_checkable

@@ -42,6 +42,7 @@ class Box:
 class Word:
     text: str
     box: Box
+    confidence: float | None = None  # the recogniser's score, 0..1
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Line:
     # Rise of the line's top edge per pixel across (image y grows downwards): a
     # skewed scan or a photo taken at an angle tilts every line.
     slope: float = 0.0
+    confidence: float | None = None  # the recogniser's score for the line, 0..1
 
 
 @dataclass(frozen=True)
