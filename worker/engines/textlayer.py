@@ -7,8 +7,9 @@ from typing import Any
 
 import pymupdf
 
-from worker.engines._pymupdf4llm import page_to_markdown
+from worker.engines._pymupdf4llm import chunks_markdown, page_chunks
 from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
+from worker.engines.blocks_textlayer import LayoutRegion, blocks_from_text_layer, layout_regions
 
 
 class TextLayerEngine:
@@ -21,18 +22,26 @@ class TextLayerEngine:
             raise EngineError("This page is an image and has no text layer.")
         started = time.process_time()
         details: dict[str, Any] = {}
+        layout: list[LayoutRegion] | None = None
         with pymupdf.open(stream=page.pdf_page, filetype="pdf") as document:
             if page.fallback is None:
-                markdown = page_to_markdown(document, use_ocr=False)
+                chunks = page_chunks(document, use_ocr=False)
+                markdown = chunks_markdown(chunks)
+                layout = [
+                    r for chunk in chunks for r in layout_regions(chunk.get("page_boxes", ()))
+                ]
             else:
                 markdown = plain_text(document)
                 details["fallback"] = f"read as plain text: {page.fallback}"
+        # From the page's own bytes: the reading above took the page's /Rotate off its copy.
+        blocks = blocks_from_text_layer(page.pdf_page, page.facts.number, self.name, layout)
         return EngineResult(
             markdown=markdown,
             device_seconds=time.process_time() - started,
             device_kind="cpu",
             finish_reason="stop",
             details=details,
+            blocks=blocks,
         )
 
 

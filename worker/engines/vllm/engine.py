@@ -16,8 +16,10 @@ import time
 import uuid
 from typing import Any
 
+from pagemill.documents.blocks import PageBlocks
 from worker.bridge import EngineBridge, ShutdownReport
 from worker.engines.base import EngineError, EngineResult, PageInput
+from worker.engines.vllm.grounding import blocks_from_grounding, png_size
 from worker.engines.vllm.inputs import build_prompt
 from worker.engines.vllm.measurements import SpecCounters, SpecMetrics
 from worker.engines.vllm.postprocess import to_markdown
@@ -84,7 +86,7 @@ class VllmEngine:
                 "page %s looped (%s); retrying guarded", request_id, ",".join(verdict.reasons)
             )
             retry = self._attempt(prompt, f"{request_id}-guard", guarded=True)
-        return self._result(first, verdict, retry)
+        return self._result(first, verdict, retry, page)
 
     def shutdown(self, drain_timeout_s: float | None = None) -> ShutdownReport:
         """Drain pages in flight (up to the drain timeout), cancel the rest, stop vLLM.
@@ -108,7 +110,13 @@ class VllmEngine:
             timeout_s=self.settings.page_timeout_s,
         )
 
-    def _result(self, first: Attempt, verdict: LoopVerdict, retry: Attempt | None) -> EngineResult:
+    def _result(
+        self,
+        first: Attempt,
+        verdict: LoopVerdict,
+        retry: Attempt | None,
+        page: PageInput | None = None,
+    ) -> EngineResult:
         final = retry or first
         markdown, meta = to_markdown(final.text, self.profile.output_format)
         attempts = [first] if retry is None else [first, retry]
@@ -153,4 +161,22 @@ class VllmEngine:
             output_tokens=m.output_tokens,
             finish_reason=final.finish_reason,
             details=details,
+            blocks=self._blocks(final.text, page),
         )
+
+    def _blocks(self, raw: str, page: PageInput | None) -> PageBlocks | None:
+        """Blocks where the profile grounds its answer in boxes; None otherwise.
+
+        A profile without grounding gets no boxes from anywhere else: reading the page
+        again with the CPU OCR engine for its boxes costs 1-3 CPU seconds a page, more
+        than the GPU spends on it, and pages sent here seldom have a text layer."""
+        if page is None or self.profile.output_format != "deepseek_grounding":
+            return None
+        size = png_size(page.image_png) if page.image_png else None
+        points = 72 / page.image_dpi
+        width_pt, height_pt = (
+            (round(size[0] * points, 2), round(size[1] * points, 2))
+            if size is not None
+            else (page.facts.width_pt, page.facts.height_pt)
+        )
+        return blocks_from_grounding(raw, page.facts.number, width_pt, height_pt, self.name)

@@ -12,9 +12,9 @@ from worker.engines.vllm.profiles import OutputFormat
 # <|ref|>text<|/ref|><|det|>[[x1, y1, x2, y2]]<|/det|> followed by the
 # content. The tag names the block type, not its text, so it leaves the
 # Markdown; kind and boxes are kept beside it, in reading order.
-_GROUNDING_TAG = re.compile(r"<\|ref\|>(.*?)<\|/ref\|><\|det\|>(.*?)<\|/det\|>\n?", re.DOTALL)
+GROUNDING_TAG = re.compile(r"<\|ref\|>(.*?)<\|/ref\|><\|det\|>(.*?)<\|/det\|>\n?", re.DOTALL)
 # DeepSeek's end-of-sentence token, written with full-width bars and U+2581.
-_DEEPSEEK_END = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+DEEPSEEK_END = "<\uff5cend\u2581of\u2581sentence\uff5c>"
 # olmOCR-2 answers with YAML front matter (language, rotation, table/diagram
 # flags) above the page text.
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n?", re.DOTALL)
@@ -44,7 +44,7 @@ def _from_grounding(raw: str) -> tuple[str, dict[str, Any]]:
         blocks.append({"kind": match.group(1).strip(), "boxes": _boxes(match.group(2))})
         return ""
 
-    text = _GROUNDING_TAG.sub(keep, raw).replace(_DEEPSEEK_END, "")
+    text = GROUNDING_TAG.sub(keep, raw).replace(DEEPSEEK_END, "")
     return text.strip(), ({"grounding": blocks} if blocks else {})
 
 

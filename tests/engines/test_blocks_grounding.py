@@ -1,0 +1,60 @@
+"""A VLM's grounded answer to the blocks layer (DeepSeek-OCR's grounding tags)."""
+
+from __future__ import annotations
+
+import pymupdf
+
+from pagemill.documents.blocks import BlockKind
+from worker.engines.vllm.grounding import blocks_from_grounding, png_size
+
+# What DeepSeek-OCR writes in grounding mode (from its model card's examples), and a table.
+GROUNDED = (
+    "<|ref|>title<|/ref|><|det|>[[112, 64, 530, 98]]<|/det|>\n# Invoice 2041\n\n"
+    "<|ref|>text<|/ref|><|det|>[[112, 130, 880, 170], [112, 172, 600, 190]]<|/det|>\n"
+    "Total due: 412 EUR\nPayable within 30 days\n\n"
+    "<|ref|>image<|/ref|><|det|>[[700, 40, 880, 120]]<|/det|>\n"
+    "<|ref|>table<|/ref|><|det|>[[100, 400, 900, 500]]<|/det|>\n"
+    "<table><tr><td>Item</td><td>Amount</td></tr><tr><td>Chair</td><td>70.00</td></tr></table>\n"
+    "<|ref|>footer<|/ref|><|det|>[[450, 960, 550, 980]]<|/det|>\nPage 1 of 2\n"
+    "<\uff5cend\u2581of\u2581sentence\uff5c>"
+)
+WIDTH, HEIGHT = 595.0, 842.0
+
+
+def test_grounded_blocks_have_their_kinds_texts_and_boxes_in_points() -> None:
+    page = blocks_from_grounding(GROUNDED, 2, WIDTH, HEIGHT, "vllm")
+    assert page is not None
+    assert (page.page, page.engine, page.width_pt, page.height_pt) == (2, "vllm", WIDTH, HEIGHT)
+    # The picture holds no text and gives no block.
+    assert [(b.kind, b.text) for b in page.blocks] == [
+        (BlockKind.HEADING, "Invoice 2041"),
+        (BlockKind.TEXT, "Total due: 412 EUR\nPayable within 30 days"),
+        (BlockKind.TABLE, "Item Amount\nChair 70.00"),
+        (BlockKind.FURNITURE, "Page 1 of 2"),
+    ]
+    title, text, *_ = page.blocks
+    assert title.box == (
+        round(112 / 999 * WIDTH, 2),
+        round(64 / 999 * HEIGHT, 2),
+        round(530 / 999 * WIDTH, 2),
+        round(98 / 999 * HEIGHT, 2),
+    )
+    # A block written with two boxes stands in their union; its lines lie within it.
+    assert text.box[2] == round(880 / 999 * WIDTH, 2) and text.box[3] == round(
+        190 / 999 * HEIGHT, 2
+    )
+    assert all(line.box == text.box and line.words == [] for line in text.lines)
+
+
+def test_an_answer_without_grounding_gives_no_blocks_and_bad_boxes_are_skipped() -> None:
+    assert blocks_from_grounding("# Invoice 2041\n\nTotal due", 1, WIDTH, HEIGHT, "vllm") is None
+    page = blocks_from_grounding(
+        "<|ref|>text<|/ref|><|det|>[[1, 2, oops<|/det|>\nlost\n", 1, WIDTH, HEIGHT, "vllm"
+    )
+    assert page is not None and page.blocks == []
+
+
+def test_png_size_reads_the_header() -> None:
+    pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 37, 53), False)
+    assert png_size(pixmap.tobytes("png")) == (37, 53)
+    assert png_size(b"GIF89a...") is None
