@@ -24,6 +24,7 @@ from worker.engines.registry import get_engine, render_dpi_for
 from worker.engines.router import route_page
 from worker.pipeline import assemble_document
 from worker.render import render_pages
+from worker.stages.blocks import page_blocks
 from worker.stages.quality import convert_checked
 
 OCR_ENGINE = DEFAULT_OCR_ENGINE
@@ -83,6 +84,9 @@ def convert_file(
         markdown = assessed.result.markdown
         number = rendered.facts.number
         (pages_dir / f"{number}.md").write_text(markdown + "\n")
+        blocks = page_blocks(assessed, rendered.facts)
+        if blocks is not None:
+            (pages_dir / f"{number}.json").write_text(blocks.model_dump_json(exclude_none=True))
         if rendered.image_png is not None:
             (pages_dir / f"{number}.png").write_bytes(rendered.image_png)
         markdown_by_page.append((number, markdown))

@@ -74,6 +74,10 @@ class JobKeys:
     def page_markdown(self, number: int) -> str:
         return f"{self.prefix}/pages/{number}.md"
 
+    def page_blocks(self, number: int) -> str:
+        """The page's blocks layer (pagemill.documents.blocks.PageBlocks) as JSON."""
+        return f"{self.prefix}/pages/{number}.json"
+
     @property
     def document(self) -> str:
         return f"{self.prefix}/document.md"

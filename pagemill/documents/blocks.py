@@ -60,3 +60,7 @@ class PageBlocks(BaseModel):
     height_pt: float
     engine: str  # the engine that produced the blocks
     blocks: list[Block] = Field(default_factory=list)
+    # Clockwise turn, in degrees (0, 90, 180, 270), from the page as stored (its image, or
+    # the PDF page as shown) to the page the boxes are on: a page scanned sideways is read,
+    # and its boxes given, upright. A viewer turns the page image by this much first.
+    rotation: int = 0

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pagemill.documents.blocks import PageBlocks
 from tests.conftest import SAMPLES
 from tests.support.services import ROOT, free_port
 
@@ -43,13 +44,21 @@ def test_convert_works_with_every_service_unreachable(tmp_path: Path) -> None:
     document = (invoice / "document.md").read_text()
     assert "INV/2023/03/0008" in document and "279.84" in document
     assert sorted(p.name for p in (invoice / "pages").iterdir()) == [
+        "1.json",
         "1.md",
         "1.png",
+        "2.json",
         "2.md",
         "2.png",
+        "3.json",
         "3.md",
         "3.png",
     ]
+    # Each page's blocks beside its Markdown, as the workers store them.
+    blocks = PageBlocks.model_validate_json((invoice / "pages" / "2.json").read_text())
+    assert (blocks.page, blocks.engine) == (2, "textlayer")
+    words = [w.text for b in blocks.blocks for line in b.lines for w in line.words]
+    assert "INV/2023/03/0008" in words
     manifest = json.loads((invoice / "manifest.json").read_text())
     assert [page["engine"] for page in manifest["pages"]] == ["textlayer"] * 3
     scanned = json.loads((tmp_path / "scanned-sentence" / "manifest.json").read_text())

@@ -43,6 +43,7 @@ from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
 from worker.engines.registry import get_engine, licence_basis
 from worker.engines.router import TEXT_LAYER_ENGINE
+from worker.stages.blocks import page_blocks
 from worker.stages.budget import (
     TIME_LIMITED,
     fallback_reason,
@@ -144,6 +145,7 @@ def _run_claimed(
             raise SoftTimeLimitExceeded() from error
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
+    defer.on_outage(_store_blocks, ctx, keys, claimed, assessed)
     if assessed.engine != claimed.engine_name:
         # Repaired by another engine (a text layer read by OCR): record what really ran.
         basis = _basis(ctx, assessed.engine)
@@ -226,6 +228,13 @@ def _store_markdown(
 ) -> None:
     # Deterministic key: a second attempt overwrites, it never adds a copy.
     ctx.store.put_bytes(keys.page_markdown(claim.number), result.markdown.encode(), "text/markdown")
+
+
+def _store_blocks(ctx: StageContext, keys: JobKeys, page: _ClaimedPage, assessed: Assessed) -> None:
+    blocks = page_blocks(assessed, page.facts)
+    if blocks is not None:
+        body = blocks.model_dump_json(exclude_none=True).encode()
+        ctx.store.put_bytes(keys.page_blocks(page.claim.number), body, "application/json")
 
 
 @dataclass(frozen=True)
