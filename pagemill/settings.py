@@ -71,6 +71,27 @@ class Settings(BaseSettings):
     # --- Documents.
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="Largest upload accepted.")
     max_pages: int = Field(2000, description="Most pages one job may hold.")
+    # Documents by URL (source_url): fetched by the worker, under the upload's size cap.
+    source_readable_buckets: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Buckets of the deployment's S3 that a job may name as s3://bucket/key; "
+        "comma-separated. Empty: s3:// sources are refused.",
+    )
+    source_fetch_timeout_s: float = Field(
+        120, description="Longest a source_url's fetch may take, connecting included."
+    )
+    source_fetch_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Host names that a source_url may name although they resolve to "
+        "loopback, private or other internal addresses (as webhook_allowed_hosts); "
+        "comma-separated. Empty: none may.",
+    )
+    source_fetch_ca_bundle: str | None = Field(
+        None,
+        description="A PEM file of the certificate authorities https source URLs are checked "
+        "against, instead of the system's (a private CA). Unset: the system's.",
+    )
+    batch_max_documents: int = Field(1000, description="Most documents one batch may hold.")
     default_engine: str = Field(
         AUTO,
         description="auto routes each page: text layer where trustworthy, else OCR. auto or "
@@ -286,7 +307,12 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "webhook_retry_schedule_s", "webhook_allowed_hosts", "webhook_allowed_cidrs", mode="before"
+        "webhook_retry_schedule_s",
+        "webhook_allowed_hosts",
+        "webhook_allowed_cidrs",
+        "source_readable_buckets",
+        "source_fetch_allowed_hosts",
+        mode="before",
     )
     @classmethod
     def _split_list(cls, value: Any) -> Any:

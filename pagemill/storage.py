@@ -175,6 +175,12 @@ class ObjectStore:
         return self._client.presigned_get_object(self.bucket, key, expires=expires)
 
 
+def make_s3_client(settings: Settings) -> Minio:
+    """A client of the deployment's S3, for reading other buckets than its own
+    (s3:// source URLs, pagemill.documents.fetch)."""
+    return _make_client(settings)
+
+
 def _make_client(settings: Settings) -> Minio:
     # Bounded timeouts and few retries: a dead endpoint must surface as an outage
     # within seconds so the task can back off, not hang for minutes.

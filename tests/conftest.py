@@ -56,6 +56,12 @@ TEST_ENV = {
     "PAGEMILL_WEBHOOK_TIMEOUT_S": "5",
     "PAGEMILL_WEBHOOK_ATTEMPT_DEADLINE_S": "10",
     "PAGEMILL_WEBHOOK_ATTEMPT_LEASE_S": "30",
+    # Documents by URL: the tests' HTTPS servers listen on 127.0.0.1 with a certificate
+    # made for the test (tests/support/https_sources.py writes it where this points).
+    "PAGEMILL_SOURCE_FETCH_ALLOWED_HOSTS": "127.0.0.1",
+    "PAGEMILL_SOURCE_FETCH_CA_BUNDLE": str(TMP_ROOT / "source-ca.pem"),
+    "PAGEMILL_SOURCE_FETCH_TIMEOUT_S": "3",
+    "PAGEMILL_SOURCE_READABLE_BUCKETS": f"pagemill-test-sources-{RUN_ID}",
 }
 # Set before anything reads settings, so in-process code and child processes agree.
 os.environ.update(TEST_ENV)

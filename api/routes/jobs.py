@@ -61,7 +61,16 @@ async def submit_job(
     session: SessionDep,
     settings: SettingsDep,
     store: StoreDep,
-    file: Annotated[UploadFile, File(description="A PDF or a PNG, JPEG, TIFF or WebP image.")],
+    file: Annotated[
+        UploadFile | None, File(description="A PDF or a PNG, JPEG, TIFF or WebP image.")
+    ] = None,
+    source_url: Annotated[
+        str | None,
+        Form(
+            description="Instead of a file: an https URL, or s3://bucket/key in a bucket the "
+            "deployment reads; the worker fetches it."
+        ),
+    ] = None,
     pages: Annotated[str | None, Form(description='Pages to convert, e.g. "1-3,7".')] = None,
     metadata: Annotated[str | None, Form(description="A JSON object, returned as is.")] = None,
     license_use: Annotated[LicenseUse | None, Form()] = None,
@@ -98,17 +107,26 @@ async def submit_job(
                 max_cost_usd=max_cost_usd,
                 furniture=service.parse_furniture(furniture),
             )
-            upload = await run_in_threadpool(
-                service.save_upload,
-                file.file,
-                Path(workdir) / "upload",
-                settings.max_upload_bytes,
-                file.filename,
-            )
+            upload, checked_url = None, ""
+            fingerprint: tuple[str, str | None]
+            if service.given_by_url(file is not None, source_url):
+                checked_url = service.check_source_url(source_url or "", settings)
+                fingerprint = (service.source_url_sha256(checked_url), None)
+            elif file is not None:
+                upload = await run_in_threadpool(
+                    service.save_upload,
+                    file.file,
+                    Path(workdir) / "upload",
+                    settings.max_upload_bytes,
+                    file.filename,
+                )
+                fingerprint = (upload.sha256, upload.filename)
         except service.SubmissionRejected as rejected:
             raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
         if idempotency_key is not None:
-            stored = _begin_idempotent(session, settings, client, idempotency_key, upload, options)
+            stored = _begin_idempotent(
+                session, settings, client, idempotency_key, *fingerprint, options
+            )
             if stored is not None:
                 return JSONResponse(
                     stored.body,
@@ -116,14 +134,19 @@ async def submit_job(
                     headers={"Location": f"/v1/jobs/{stored.body['id']}"},
                 )
         try:
-            # No database connection is held while the upload waits for and undergoes
-            # inspection: the key's claim above is committed, and so is authentication.
-            info = await get_inspection_gate(
-                settings.inspect_concurrency, settings.inspect_queue_wait_s
-            ).inspect(upload.path, settings)
-            job = await run_in_threadpool(
-                service.submit_job, session, store, settings, client, upload, options, info
-            )
+            if upload is None:
+                job = await run_in_threadpool(
+                    service.submit_url_job, session, settings, client, checked_url, options
+                )
+            else:
+                # No database connection is held while the upload waits for and undergoes
+                # inspection: the key's claim above is committed, and so is authentication.
+                info = await get_inspection_gate(
+                    settings.inspect_concurrency, settings.inspect_queue_wait_s
+                ).inspect(upload.path, settings)
+                job = await run_in_threadpool(
+                    service.submit_job, session, store, settings, client, upload, options, info
+                )
         except (InputRejected, InspectionBusy) as refused:
             session.rollback()
             if idempotency_key is not None:
@@ -152,12 +175,11 @@ def _begin_idempotent(
     settings: Settings,
     client: Client,
     key: str,
-    upload: service.SavedUpload,
+    source_sha256: str,
+    filename: str | None,
     options: service.SubmitOptions,
 ) -> idempotency.StoredResponse | None:
-    request_sha256 = service.request_fingerprint(
-        upload.sha256, options, upload.filename, settings, client
-    )
+    request_sha256 = service.request_fingerprint(source_sha256, options, filename, settings, client)
     try:
         return idempotency.begin(
             session,
@@ -270,6 +292,13 @@ def get_page_markdown(
     job = _client_job(session, client, job_id)
     page = repository.get_page_by_number(session, job.id, number)
     if page is None:
+        if job.document_pages is None:
+            raise ApiError(
+                409,
+                "page_not_ready",
+                f"Page {number} has no Markdown; the document is not "
+                f"fetched yet (the job is {job.status.value}).",
+            )
         if not selection_includes(job.page_selection, job.document_pages, number):
             raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
         # Selected, but prepare has not reached it, or the job ended before it did.

@@ -81,18 +81,22 @@ class Job(TimestampMixin, Base):
         "metadata", JSONB, default=dict, server_default="{}"
     )
     source_filename: Mapped[str | None] = mapped_column(String(500))
-    source_kind: Mapped[SourceKind] = mapped_column(_enum(SourceKind, "source_kind"))
-    source_bytes: Mapped[int] = mapped_column(BigInteger)
-    source_sha256: Mapped[str] = mapped_column(String(64))
+    # A document given by URL (https or s3://) is fetched by the worker's prepare; until
+    # then the source's facts below, and the pages they select, are unknown (None).
+    source_url: Mapped[str | None] = mapped_column(Text)
+    source_kind: Mapped[SourceKind | None] = mapped_column(_enum(SourceKind, "source_kind"))
+    source_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    source_sha256: Mapped[str | None] = mapped_column(String(64))
     # The PDF opened without a password, but its owner withheld the permission to copy
     # or extract its text; reported to the caller, who decides what that means for them.
     source_extraction_restricted: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default="false"
     )
-    document_pages: Mapped[int] = mapped_column(Integer)
+    document_pages: Mapped[int | None] = mapped_column(Integer)
     # The caller's page selection as given ("1-3,7"); None means every page.
     page_selection: Mapped[str | None] = mapped_column(String(200))
-    pages_total: Mapped[int] = mapped_column(Integer)
+    pages_total: Mapped[int | None] = mapped_column(Integer)
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id"), index=True)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     # Claims of the prepare stage: the fencing token, and capped so that nothing retries
@@ -118,7 +122,28 @@ class Job(TimestampMixin, Base):
     __table_args__ = (
         CheckConstraint("pages_total > 0", name="pages_total_positive"),
         CheckConstraint("furniture IN ('separate', 'inline', 'drop')", name="furniture_known"),
+        CheckConstraint(
+            "source_url IS NOT NULL OR source_sha256 IS NOT NULL",
+            name="source_uploaded_or_by_url",
+        ),
     )
+
+
+class Batch(TimestampMixin, Base):
+    """Documents submitted together: one job each (jobs.batch_id), one event at the end."""
+
+    __tablename__ = "batches"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_uuid)
+    client_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("clients.id"), index=True)
+    documents: Mapped[int] = mapped_column(Integer)
+    # Where `batch.completed` goes; each job's own events go to the job's webhook_url.
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    # Set, under the batch row's lock, by the transaction that ends its last job: the
+    # one that records `batch.completed` (pagemill.jobs.batch_completion).
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (CheckConstraint("documents > 0", name="documents_positive"),)
 
 
 class IdempotencyKey(Base):

@@ -20,6 +20,14 @@ from pagemill.documents.facts import (
     ink_fraction,
     text_layer_facts,
 )
+from pagemill.documents.kinds import (
+    CONTENT_TYPES as CONTENT_TYPES,  # re-exported: the submit service stores with it
+)
+from pagemill.documents.kinds import (
+    SNIFF_BYTES,
+    UNSUPPORTED_TYPE_MESSAGE,
+    sniff_kind,
+)
 from pagemill.documents.sandbox import (
     DocumentVerdict,
     Limits,
@@ -30,14 +38,6 @@ from pagemill.documents.sandbox import (
 from pagemill.domain import InputRejected, SourceKind
 from pagemill.settings import Settings
 
-_MAGIC: list[tuple[bytes, SourceKind]] = [
-    (b"%PDF-", SourceKind.pdf),
-    (b"\x89PNG\r\n\x1a\n", SourceKind.png),
-    (b"\xff\xd8\xff", SourceKind.jpeg),
-    (b"II*\x00", SourceKind.tiff),
-    (b"MM\x00*", SourceKind.tiff),
-]
-
 # Measuring each page (its text layer, its ink) is only for the quote: it stops after this
 # long, so a long document does not hold its upload back (the pages left are quoted as
 # OCR, at the engine's mean cost).
@@ -45,15 +45,6 @@ FACTS_BUDGET_S = 2.0
 # A page drawing more than this is left unmeasured: tracing its text would cost about as
 # much as drawing it (pagemill.settings textlayer_max_content_bytes is the same idea).
 FACTS_MAX_CONTENT_BYTES = 1024**2
-
-CONTENT_TYPES = {
-    SourceKind.pdf: "application/pdf",
-    SourceKind.png: "image/png",
-    SourceKind.jpeg: "image/jpeg",
-    SourceKind.tiff: "image/tiff",
-    SourceKind.webp: "image/webp",
-}
-
 
 class DocumentRejected(InputRejected):
     """An uploaded file that cannot become a job: its type, damage, encryption or size."""
@@ -87,29 +78,16 @@ class DocumentInfo:
         return self.page_ink[number - 1] if number <= len(self.page_ink) else None
 
 
-def sniff_kind(head: bytes) -> SourceKind | None:
-    """The document type from its first bytes, or None when it is not one we take."""
-    # PDF readers accept the header anywhere in the first KiB, and so do we.
-    if b"%PDF-" in head[:1024]:
-        return SourceKind.pdf
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            return kind
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return SourceKind.webp
-    return None
-
-
 def sniff_file(path: Path) -> SourceKind:
     """The cheap checks, safe in any process: not empty, a type we take."""
     if path.stat().st_size == 0:
         raise DocumentRejected("empty_file", "The uploaded file is empty.", 422)
     with path.open("rb") as handle:
-        kind = sniff_kind(handle.read(1024))
+        kind = sniff_kind(handle.read(SNIFF_BYTES))
     if kind is None:
         raise DocumentRejected(
             "unsupported_type",
-            "The file is not a PDF or a PNG, JPEG, TIFF or WebP image.",
+            UNSUPPORTED_TYPE_MESSAGE,
             415,
         )
     return kind

@@ -59,11 +59,11 @@ def page_counts(job: Job, totals: JobTotals) -> dict[str, int]:
     if job.status is JobStatus.cancelled:
         # The event is written as the job is cancelled, a moment before its queued
         # pages (and those prepare never reached) are: they will not run.
-        unprepared = max(0, job.pages_total - sum(counts.values()))
+        unprepared = max(0, (job.pages_total or 0) - sum(counts.values()))
         counts["cancelled"] += counts.pop("queued") + unprepared
     else:
         counts.pop("queued")
-    return {"total": job.pages_total, **counts}
+    return {"total": job.pages_total or 0, **counts}
 
 
 # The failure that worker.stages.finalize records after storing document.md; other

@@ -11,7 +11,7 @@ import uuid
 from sqlalchemy.orm import Session
 
 from pagemill.domain import JobStatus
-from pagemill.jobs import events, repository
+from pagemill.jobs import batch_completion, events, repository
 
 
 def end_job(
@@ -27,6 +27,7 @@ def end_job(
     won = repository.complete_job(session, job_id, status, error_code, error_message)
     if won:
         events.record_job_event(session, job_id)
+        batch_completion.note_job_ended(session, job_id)
     return won
 
 

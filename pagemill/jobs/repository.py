@@ -7,19 +7,21 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import IdempotencyKey, Job, Page, Worker
+from pagemill.db.models import Batch, IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
     TERMINAL_PAGE_STATUSES,
     JobStatus,
     LicenseUse,
     PageStatus,
     QueuedPage,
+    SourceKind,
 )
 
 
@@ -608,4 +610,102 @@ def delete_unanswered_idempotency_key(session: Session, client_id: uuid.UUID, ke
             IdempotencyKey.key == key,
             IdempotencyKey.response_status.is_(None),
         )
+    )
+
+# --- Documents given by URL: what the worker's fetch learnt of the source.
+
+
+def record_fetched_source(
+    session: Session,
+    job_id: uuid.UUID,
+    attempt: int,
+    *,
+    kind: SourceKind,
+    size_bytes: int,
+    sha256: str,
+    extraction_restricted: bool,
+    document_pages: int,
+    pages_total: int,
+) -> bool:
+    """Fill in the source's facts once its fetch is stored. Fenced by the prepare
+    attempt, so an attempt that outlived its lease changes nothing."""
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.id == job_id,
+            Job.prepare_attempts == attempt,
+            Job.status == JobStatus.running,
+        )
+        .values(
+            source_kind=kind,
+            source_bytes=size_bytes,
+            source_sha256=sha256,
+            source_extraction_restricted=extraction_restricted,
+            document_pages=document_pages,
+            pages_total=pages_total,
+        )
+        .returning(Job.id)
+    )
+    return result.one_or_none() is not None
+
+
+# --- Batches: jobs submitted together (pagemill.batches), and when the last one ends.
+
+
+@dataclass(frozen=True)
+class BatchTotals:
+    jobs_by_status: dict[str, int]
+    cost_usd: Decimal
+    device_seconds: float
+
+    @property
+    def ended(self) -> int:
+        return sum(
+            count for status, count in self.jobs_by_status.items() if JobStatus(status).is_terminal
+        )
+
+
+def lock_open_batch_of(session: Session, job_id: uuid.UUID) -> Batch | None:
+    """The batch of `job_id` if it has not completed yet, its row locked until this
+    transaction ends. Every transaction ending one of its jobs takes this lock before
+    counting what is left, so the last two cannot both see the other still running."""
+    batch_id = session.scalar(select(Job.batch_id).where(Job.id == job_id))
+    if batch_id is None:
+        return None
+    return session.scalars(
+        select(Batch)
+        .where(Batch.id == batch_id, Batch.completed_at.is_(None))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+
+
+def batch_has_unfinished_jobs(session: Session, batch_id: uuid.UUID) -> bool:
+    unfinished = select(Job.id).where(
+        Job.batch_id == batch_id, Job.status.in_([JobStatus.queued, JobStatus.running])
+    )
+    return bool(session.scalar(select(unfinished.exists())))
+
+
+def mark_batch_completed(session: Session, batch_id: uuid.UUID) -> None:
+    session.execute(update(Batch).where(Batch.id == batch_id).values(completed_at=func.now()))
+
+
+def batch_totals(session: Session, batch_id: uuid.UUID) -> BatchTotals:
+    """Jobs by status, and what their pages have cost so far."""
+    by_status = session.execute(
+        select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)
+    ).all()
+    cost, seconds = session.execute(
+        select(
+            func.coalesce(func.sum(Page.cost_usd), 0),
+            func.coalesce(func.sum(Page.device_seconds), 0.0),
+        )
+        .join(Job, Job.id == Page.job_id)
+        .where(Job.batch_id == batch_id)
+    ).one()
+    return BatchTotals(
+        jobs_by_status={status.value: count for status, count in by_status},
+        cost_usd=Decimal(cost or 0),
+        device_seconds=float(seconds or 0.0),
     )

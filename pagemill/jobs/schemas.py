@@ -29,10 +29,14 @@ class PageCounts(BaseModel):
 
 class SourceOut(BaseModel):
     filename: str | None
-    kind: str
-    bytes: int
-    sha256: str
-    document_pages: int
+    url: str | None = Field(
+        description="The source_url the job was submitted with; the facts below are null "
+        "until the worker has fetched it."
+    )
+    kind: str | None
+    bytes: int | None
+    sha256: str | None
+    document_pages: int | None
     page_selection: str | None
     # The PDF's owner withheld the permission to extract its text (it opened without
     # a password, so it was converted anyway).
@@ -57,6 +61,7 @@ class UsageOut(BaseModel):
 
 class JobOut(BaseModel):
     id: uuid.UUID
+    batch_id: uuid.UUID | None
     status: JobStatus
     license_use: LicenseUse
     engine: str
@@ -113,7 +118,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         counts[page.status] += 1
     done = counts[PageStatus.succeeded] + counts[PageStatus.failed] + counts[PageStatus.cancelled]
     # Pages prepare has not reached yet are queued from the caller's point of view.
-    not_yet_prepared = max(0, job.pages_total - len(pages))
+    not_yet_prepared = max(0, (job.pages_total or 0) - len(pages))
     if job.status is JobStatus.cancelled:
         counts[PageStatus.cancelled] += not_yet_prepared
         done += not_yet_prepared
@@ -122,6 +127,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
     usage = job_usage(pages)
     return {
         "id": job.id,
+        "batch_id": job.batch_id,
         "status": job.status,
         "license_use": job.license_use,
         "engine": job.engine,
@@ -129,7 +135,8 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "metadata": renderable_metadata(job.caller_metadata),
         "source": SourceOut(
             filename=job.source_filename,
-            kind=job.source_kind.value,
+            url=job.source_url,
+            kind=job.source_kind.value if job.source_kind else None,
             bytes=job.source_bytes,
             sha256=job.source_sha256,
             document_pages=job.document_pages,
@@ -137,7 +144,7 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
             extraction_restricted=job.source_extraction_restricted,
         ),
         "pages": PageCounts(
-            total=job.pages_total,
+            total=job.pages_total or 0,
             done=done,
             queued=counts[PageStatus.queued] + not_yet_prepared,
             running=counts[PageStatus.running],

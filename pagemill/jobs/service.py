@@ -21,6 +21,7 @@ from pagemill.documents.pagerange import (
     canonical_page_selection,
     parse_page_selection,
 )
+from pagemill.documents.source_url import InvalidSourceUrl, parse_source_url
 from pagemill.domain import InputRejected, JobStatus, LicenseUse, human_size
 from pagemill.engines.catalog import (
     ENGINE_CHOICES,
@@ -149,6 +150,29 @@ def parse_furniture(raw: str | None) -> FurnitureMode:
         ) from None
 
 
+def given_by_url(has_file: bool, source_url: str | None) -> bool:
+    """Whether a submission names its document by URL; refuses both a file and a URL,
+    and neither, so that what the job converts is never a guess."""
+    has_url = source_url is not None and source_url.strip() != ""
+    if has_file and has_url:
+        raise SubmissionRejected(
+            "file_and_source_url", "Send either a file or a source_url, not both."
+        )
+    if not has_file and not has_url:
+        raise SubmissionRejected(
+            "no_document", "Send the document as a file, or name it with source_url."
+        )
+    return has_url
+
+
+def check_source_url(url: str, settings: Settings) -> str:
+    """The source_url to store, if its form is one the worker's fetch can use."""
+    try:
+        return parse_source_url(url, settings.source_readable_buckets).url
+    except InvalidSourceUrl as invalid:
+        raise SubmissionRejected(invalid.code, invalid.message) from None
+
+
 def check_webhook_url(url: str | None) -> str | None:
     """The URL to store, by the same check delivery makes before every attempt, so a
     URL accepted here is one an attempt can send to. Blank means no webhook."""
@@ -189,11 +213,90 @@ def submit_job(
     The source is stored before the row exists, so a job never points at a missing
     file; if the row then fails to commit, the caller removes the orphan object.
     """
+    job = plan_job(session, settings, client, upload, options, info)
+    # End the read-only transaction of the checks above (nothing is pending yet), so
+    # no connection waits idle in it while the source is copied to object storage.
+    session.commit()
+    store_source(store, job.id, upload, info)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def submit_url_job(
+    session: Session, settings: Settings, client: Client, source_url: str, options: SubmitOptions
+) -> Job:
+    """Record a job whose document the worker fetches from `source_url` (not yet
+    committed, not yet published); nothing is stored until the fetch succeeds."""
+    job = plan_url_job(session, settings, client, source_url, options)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def source_url_sha256(source_url: str) -> str:
+    """What an Idempotency-Key binds a job by URL to, in place of the file's digest."""
+    return hashlib.sha256(f"source_url:{source_url}".encode()).hexdigest()
+
+
+def store_source(
+    store: ObjectStore, job_id: uuid.UUID, upload: SavedUpload, info: DocumentInfo
+) -> None:
+    store.put_file(JobKeys(job_id).source, upload.path, CONTENT_TYPES[info.kind])
+
+
+def _checked_engine(options: SubmitOptions, settings: Settings) -> str:
     engine = options.engine or settings.default_engine
     if engine not in ENGINE_CHOICES:
         raise SubmissionRejected(
             "invalid_engine", f"The engine must be one of {', '.join(ENGINE_CHOICES)}."
         )
+    return engine
+
+
+def plan_url_job(
+    session: Session, settings: Settings, client: Client, source_url: str, options: SubmitOptions
+) -> Job:
+    """The job for a document the worker will fetch (`source_url`, checked by
+    `check_source_url`), not yet added to the session. What depends on the document
+    (its pages, their range, the quote) is known only after the fetch, so a budget
+    cannot be checked here and is refused rather than ignored."""
+    engine = _checked_engine(options, settings)
+    if options.max_cost_usd is not None:
+        raise SubmissionRejected(
+            "max_cost_needs_upload",
+            "max_cost_usd needs the document's quote at submit; a source_url is fetched "
+            "later, so upload the file to set a budget.",
+        )
+    license_use = options.license_use or client.default_license_use
+    ocr_engine = engine if engine in OCR_ENGINES else settings.ocr_engine
+    _check_gpu_capacity(session, settings, engine, ocr_engine)
+    _check_licensed_capacity(session, settings, license_use, engine, ocr_engine)
+    return Job(
+        id=uuid.uuid4(),
+        client_id=client.id,
+        status=JobStatus.queued,
+        license_use=license_use,
+        engine=engine,
+        webhook_url=options.webhook_url,
+        caller_metadata=options.metadata,
+        source_url=source_url,
+        page_selection=options.pages.strip() if options.pages else None,
+        furniture=options.furniture.value,
+    )
+
+
+def plan_job(
+    session: Session,
+    settings: Settings,
+    client: Client,
+    upload: SavedUpload,
+    options: SubmitOptions,
+    info: DocumentInfo,
+) -> Job:
+    """Every check of `submit_job`, and the job it would record, not yet added to the
+    session; nothing is stored."""
+    engine = _checked_engine(options, settings)
     try:
         numbers = parse_page_selection(options.pages, info.page_count)
     except PageRangeError as error:
@@ -214,7 +317,7 @@ def submit_job(
             f"The quote for {len(numbers)} pages is ${quote:.6f}, above max_cost_usd "
             f"${options.max_cost_usd}.",
         )
-    job = Job(
+    return Job(
         id=uuid.uuid4(),
         client_id=client.id,
         status=JobStatus.queued,
@@ -234,13 +337,6 @@ def submit_job(
         pages_total=len(numbers),
         furniture=options.furniture.value,
     )
-    # End the read-only transaction of the checks above (nothing is pending yet), so
-    # no connection waits idle in it while the source is copied to object storage.
-    session.commit()
-    store.put_file(JobKeys(job.id).source, upload.path, CONTENT_TYPES[info.kind])
-    session.add(job)
-    session.flush()
-    return job
 
 
 def _check_gpu_capacity(session: Session, settings: Settings, engine: str, ocr_engine: str) -> None:

@@ -14,7 +14,8 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
         "job_id": str(job.id),
         "source": {
             "filename": job.source_filename,
-            "kind": job.source_kind.value,
+            "kind": job.source_kind.value if job.source_kind else None,
+            "url": job.source_url,
             "sha256": job.source_sha256,
             "pages": job.document_pages,
             "extraction_restricted": job.source_extraction_restricted,

@@ -185,10 +185,11 @@ def test_bad_input_is_a_clear_4xx_and_creates_nothing(
     assert stored_objects(s3) == before
 
 
-def test_missing_file_is_invalid_request(api: httpx.Client) -> None:
+def test_missing_file_is_refused(api: httpx.Client) -> None:
+    # Neither a file nor a source_url (tests/api/test_source_url.py).
     response = api.post("/v1/jobs", data={"pages": "1"})
     assert response.status_code == 422
-    assert response.json()["error"]["code"] == "invalid_request"
+    assert response.json()["error"]["code"] == "no_document"
 
 
 def test_unknown_job_and_openapi(api: httpx.Client, api_url: str) -> None:

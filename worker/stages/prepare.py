@@ -32,6 +32,7 @@ from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
 from worker.stages.context import StageContext
+from worker.stages.fetch import fetch_job_source
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +63,33 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             )
             lifecycle.end_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
             return 0
-        numbers = parse_page_selection(job.page_selection, job.document_pages)
+        page_selection, document_pages = job.page_selection, job.document_pages
+        # A document given by URL and not fetched yet (by an earlier attempt) has no facts.
+        source_url = job.source_url if job.source_sha256 is None else None
         done = repository.page_numbers(session, job_id)
         requested_engine, kind = job.engine, job.source_kind
         license_use = job.license_use
     keys = JobKeys(job_id)
-    todo = [number for number in numbers if number not in done]
     published: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
         source = Path(workdir) / "source"
-        ctx.store.download_file(keys.source, source)
+        if source_url is not None:
+            try:
+                fetched = fetch_job_source(ctx, job_id, attempt, source_url, page_selection, source)
+            except SandboxFailed as failure:
+                _record_render_failure(ctx, job_id, attempt, str(failure))
+                return 0
+            except Exception as error:
+                _release(ctx, job_id, attempt, str(error))
+                raise
+            if fetched is None:
+                return 0
+            kind, document_pages = fetched.kind, fetched.document_pages
+        else:
+            ctx.store.download_file(keys.source, source)
+        assert kind is not None and document_pages is not None  # an uploaded or fetched source
+        numbers = parse_page_selection(page_selection, document_pages)
+        todo = [number for number in numbers if number not in done]
         args = [
             str(source),
             kind.value,
