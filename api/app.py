@@ -11,6 +11,7 @@ from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
 from api.routes import jobs, ops, webhooks
+from api.routes.blocks import router as blocks_router
 from pagemill.documents.sandbox import start_fork_server
 from pagemill.settings import get_settings
 
@@ -35,6 +36,7 @@ def create_app() -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=get_settings().max_upload_bytes + 64 * 1024)
     get_rate_limiter()  # built before the first request, not by many requests at once
     app.include_router(jobs.router)
+    app.include_router(blocks_router)
     app.include_router(webhooks.router)
     # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.
     app.include_router(ops.router)

@@ -152,61 +152,57 @@ def _cells(
     as_read: dict[int, ocr_boxes.Line],
     scale: float,
 ) -> list[Block]:
-    """Cells with the words the finder put in them; none when the table's rows cannot be
-    told again from its lines (the finder then read them another way than here)."""
-    rows = [[b for b in row if isinstance(b, ocr_boxes.Line)] for row in rows_of(lines)]
-    if len(rows) != len(table.rows):
-        return []
+    """Cells with the words the finder put in them, at their row and column in its table."""
+    placed = _place_words(table, lines, as_read)
     cells: list[Block] = []
-    for row_index, (row_lines, texts) in enumerate(zip(rows, table.rows, strict=True)):
-        placed = _place_words(row_lines, texts, as_read)
-        for column, words_by_line in enumerate(placed):
-            if words_by_line:
-                cell_lines = [_words_line(words, scale) for words in words_by_line]
-                cells.append(
-                    Block(
-                        kind=BlockKind.TABLE_CELL,
-                        box=_union(line.box for line in cell_lines),
-                        lines=cell_lines,
-                        row=row_index,
-                        column=column,
-                    )
-                )
+    for (row, column), words_by_line in sorted(placed.items()):
+        cell_lines = [_words_line(words, scale) for words in words_by_line]
+        cells.append(
+            Block(
+                kind=BlockKind.TABLE_CELL,
+                box=_union(line.box for line in cell_lines),
+                lines=cell_lines,
+                row=row,
+                column=column,
+            )
+        )
     return cells
 
 
 def _place_words(
-    row_lines: Sequence[ocr_boxes.Line],
-    cell_texts: Sequence[str],
-    as_read: dict[int, ocr_boxes.Line],
-) -> list[list[list[ocr_boxes.Word]]]:
-    """The row's words (as read) in each cell, grouped by the line they came from.
+    table: Table, lines: Sequence[ocr_boxes.Line], as_read: dict[int, ocr_boxes.Line]
+) -> dict[tuple[int, int], list[list[ocr_boxes.Word]]]:
+    """The table's words (as read) by cell, grouped by the line they came from.
 
-    Words are taken in the order the finder took them (lines left to right, words in
-    line order); each goes to the leftmost cell whose next expected words it is."""
-    expected = [text.split() for text in cell_texts]
-    taken = [0] * len(expected)
-    placed: list[list[list[ocr_boxes.Word]]] = [[] for _ in expected]
-    for line in row_lines:
-        original = as_read[id(line)]
-        last_cell: int | None = None
-        for word in original.words:
-            tokens = word.text.split()
-            cell = next(
-                (
-                    c
-                    for c, words in enumerate(expected)
-                    if words[taken[c] : taken[c] + len(tokens)] == tokens
-                ),
-                None,
-            )
-            if cell is None:
-                continue
-            taken[cell] += len(tokens)
-            if cell != last_cell or not placed[cell]:
-                placed[cell].append([])
-            placed[cell][-1].append(word)
-            last_cell = cell
+    Words are visited in the order the finder took them (rows top to bottom, lines left to
+    right, words in line order) and each goes to the first cell, row by row, whose next
+    expected words it is. A row the finder joined to the one above (a description's second
+    line) is found there, as its words come next in that cell."""
+    expected = {
+        (r, c): text.split() for r, row in enumerate(table.rows) for c, text in enumerate(row)
+    }
+    taken = dict.fromkeys(expected, 0)
+    placed: dict[tuple[int, int], list[list[ocr_boxes.Word]]] = {}
+    for row in rows_of(lines):
+        for line in (block for block in row if isinstance(block, ocr_boxes.Line)):
+            last: tuple[int, int] | None = None
+            for word in as_read[id(line)].words:
+                tokens = word.text.split()
+                cell = next(
+                    (
+                        key
+                        for key, words in expected.items()
+                        if words[taken[key] : taken[key] + len(tokens)] == tokens
+                    ),
+                    None,
+                )
+                if cell is None:
+                    continue
+                taken[cell] += len(tokens)
+                if cell != last or cell not in placed:
+                    placed.setdefault(cell, []).append([])
+                placed[cell][-1].append(word)
+                last = cell
     return placed
 
 
