@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean chromium
 
 include mk/gpu.mk
 include mk/bench.mk
@@ -30,7 +30,20 @@ typecheck: $(STAMP)
 
 # Postgres and Redis must be running on 127.0.0.1:5432 and :6379 (see README);
 # the tests start SeaweedFS themselves and create and drop their own databases.
-pytest: $(STAMP) bench-tools
+# The console's browser tests drive Debian's Chromium through its chromedriver.
+chromium:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; }; \
+	else \
+		echo "The console's browser tests need Chromium and chromedriver on PATH:"; \
+		echo "  Debian/Ubuntu: sudo apt-get install chromium chromium-driver"; \
+		echo "  elsewhere: install Chromium and the chromedriver of the same version"; \
+		exit 1; \
+	fi
+
+pytest: $(STAMP) bench-tools chromium
 	$(BIN)/python -m pytest --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
 
 # test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm);

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.console.routes import install_console
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
@@ -40,6 +41,7 @@ def create_app() -> FastAPI:
     app.include_router(webhooks.router)
     # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.
     app.include_router(ops.router)
+    install_console(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:

@@ -305,6 +305,12 @@ class Settings(BaseSettings):
         description="After a signing-secret rotation, how long the previous secret still "
         "signs deliveries alongside the new one.",
     )
+    console_secret_key: str | None = Field(
+        None,
+        description="Signs the ops console's session cookies and CSRF tokens; the same on "
+        "every API process. Unset: a fixed development key outside production, and no "
+        "console sign-in in production.",
+    )
 
     @field_validator(
         "webhook_retry_schedule_s",

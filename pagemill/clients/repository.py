@@ -48,3 +48,8 @@ def authenticate(session: Session, plaintext: str) -> Client | None:
     if client is None or not keys.matches(plaintext, client.api_key_sha256):
         return None
     return client
+
+
+def list_clients(session: Session) -> list[Client]:
+    """Every client, by name."""
+    return list(session.scalars(select(Client).order_by(Client.name)))

@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, text, update
+from sqlalchemy import (
+    String,
+    case,
+    cast,
+    delete,
+    func,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -45,12 +55,57 @@ def list_client_jobs(
     limit: int,
     offset: int,
 ) -> list[Job]:
+    return search_jobs(session, JobSearch(client_id=client_id, status=status), limit, offset)
+
+
+@dataclass(frozen=True)
+class JobSearch:
+    """What a job listing is narrowed to; None leaves a filter out."""
+
+    client_id: uuid.UUID | None = None
+    status: JobStatus | None = None
+    engine: str | None = None  # the engine asked for, or one that ran a page
+    license_use: LicenseUse | None = None
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    # A job id (or its first characters), part of a file name, or a metadata value.
+    text: str | None = None
+
+
+def search_jobs(session: Session, search: JobSearch, limit: int, offset: int) -> list[Job]:
+    """Jobs newest first, narrowed by `search`."""
     query = select(Job).order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)
-    if client_id is not None:
-        query = query.where(Job.client_id == client_id)
-    if status is not None:
-        query = query.where(Job.status == status)
+    if search.client_id is not None:
+        query = query.where(Job.client_id == search.client_id)
+    if search.status is not None:
+        query = query.where(Job.status == search.status)
+    if search.engine:
+        ran_it = select(Page.id).where(Page.job_id == Job.id, Page.engine == search.engine)
+        query = query.where((Job.engine == search.engine) | ran_it.exists())
+    if search.license_use is not None:
+        query = query.where(Job.license_use == search.license_use)
+    if search.created_from is not None:
+        query = query.where(Job.created_at >= search.created_from)
+    if search.created_before is not None:
+        query = query.where(Job.created_at < search.created_before)
+    if search.text:
+        query = query.where(_matches_text(search.text.strip()))
     return list(session.scalars(query))
+
+
+def _matches_text(needle: str) -> Any:
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    # Any string value at any depth of the caller's metadata equal to the needle.
+    in_metadata = func.jsonb_path_exists(
+        Job.caller_metadata,
+        literal_column("'$.** ? (@ == $needle)'::jsonpath"),
+        func.jsonb_build_object("needle", needle),
+    )
+    return (
+        cast(Job.id, String).startswith(needle.lower(), autoescape=True)
+        | Job.source_filename.ilike(f"%{escaped}%")
+        | in_metadata
+    )
 
 
 def list_pages(session: Session, job_id: uuid.UUID) -> list[Page]:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, func, literal_column, select, table
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import Page
+from pagemill.db.models import Page, Worker
 from pagemill.domain import PageStatus
 from pagemill.ops.catalog import VIEWS
 
@@ -73,6 +73,14 @@ def read_view(
     columns = list(result.keys())
     rows = [dict(zip(columns, row, strict=True)) for row in result]
     return ViewRows(name=name, columns=columns, rows=rows)
+
+
+def worker_queues(session: Session | Connection) -> dict[str, list[str]]:
+    """The queues each registered worker consumes, by worker id."""
+    return {
+        worker_id: list(queues or [])
+        for worker_id, queues in session.execute(select(Worker.id, Worker.queues))
+    }
 
 
 def read_rows(
