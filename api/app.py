@@ -11,7 +11,7 @@ from api.console.routes import install_console
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
-from api.routes import jobs, ops, webhooks
+from api.routes import jobs, ops, usage, webhooks
 from api.routes.blocks import router as blocks_router
 from pagemill.documents.sandbox import start_fork_server
 from pagemill.settings import get_settings
@@ -39,6 +39,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(blocks_router)
     app.include_router(webhooks.router)
+    app.include_router(usage.router)
     # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.
     app.include_router(ops.router)
     install_console(app)

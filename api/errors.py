@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -15,16 +17,22 @@ class ApiError(Exception):
         code: str,
         message: str,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.code = code
         self.message = message
         self.headers = headers
+        # Figures a program needs beside the code (a quota's limit and reset), sent in
+        # the error object next to `code` and `message`.
+        self.details = details
 
 
-def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"code": code, "message": message}}
+def error_body(
+    code: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    return {"error": {**(details or {}), "code": code, "message": message}}
 
 
 _STATUS_CODES = {
@@ -37,7 +45,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, error: ApiError) -> JSONResponse:
         return JSONResponse(
-            error_body(error.code, error.message), error.status_code, headers=error.headers
+            error_body(error.code, error.message, error.details),
+            error.status_code,
+            headers=error.headers,
         )
 
     @app.exception_handler(RequestValidationError)

@@ -12,13 +12,18 @@ class JobStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    # Ended, and its stored objects removed (retention or a purge request); the row stays
+    # with its pages' cost and licence records.
+    purged = "purged"
 
     @property
     def is_terminal(self) -> bool:
         return self in TERMINAL_JOB_STATUSES
 
 
-TERMINAL_JOB_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+TERMINAL_JOB_STATUSES = frozenset(
+    {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled, JobStatus.purged}
+)
 
 
 class PageStatus(StrEnum):

@@ -242,6 +242,27 @@ class Settings(BaseSettings):
         "for GPU workers); page cost = attributed device seconds x price / 3600.",
     )
 
+    # --- Data lifecycle: retention and page quotas. Each client may override these
+    # (clients.retention_days, page_quota_day, page_quota_month).
+    default_retention_days: int | None = Field(
+        30,
+        ge=1,
+        description="Days a finished job's source, page images and results are kept before "
+        "the reaper purges them (the job's row, cost and licence records stay). Unset: kept "
+        "until purged on request.",
+    )
+    default_page_quota_day: int | None = Field(
+        None,
+        ge=0,
+        description="Pages one client may submit per UTC day; a submission beyond it is "
+        "refused (429 quota_exceeded). Unset: unlimited.",
+    )
+    default_page_quota_month: int | None = Field(
+        None,
+        ge=0,
+        description="Pages one client may submit per UTC calendar month. Unset: unlimited.",
+    )
+
     # --- Webhooks: completion callbacks (pagemill/webhooks/).
     webhook_timeout_s: float = Field(
         12, description="Connect, write and read timeout of one delivery attempt, per operation."
@@ -372,6 +393,17 @@ class Settings(BaseSettings):
         if value not in CPU_OCR_ENGINES:
             raise ValueError(f"must be one of {', '.join(CPU_OCR_ENGINES)}")
         return value
+
+    @field_validator(
+        "default_retention_days",
+        "default_page_quota_day",
+        "default_page_quota_month",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # PAGEMILL_DEFAULT_PAGE_QUOTA_DAY= (empty) means no limit, as leaving it out does.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("commercial_license_reference", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ import io
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import BinaryIO, ParamSpec, TypeVar
 
 import urllib3
 from minio import Minio
+from minio.commonconfig import CopySource
+from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error, ServerError
 
 from pagemill.settings import Settings, get_settings
@@ -85,6 +88,12 @@ class JobKeys:
     @property
     def manifest(self) -> str:
         return f"{self.prefix}/manifest.json"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    size_bytes: int
 
 
 class ObjectStore:
@@ -164,6 +173,27 @@ class ObjectStore:
                 return False
             raise
         return True
+
+    @_outages_as_unavailable
+    def list_objects(self, prefix: str) -> list[StoredObject]:
+        return [
+            StoredObject(item.object_name, item.size or 0)
+            for item in self._client.list_objects(self.bucket, prefix=prefix, recursive=True)
+            if item.object_name is not None
+        ]
+
+    @_outages_as_unavailable
+    def remove_objects(self, keys: list[str]) -> None:
+        # One request per thousand keys (the S3 limit), not one per key. The minio SDK
+        # sends lazily: the errors must be read for the requests to be made at all.
+        errors = list(self._client.remove_objects(self.bucket, (DeleteObject(k) for k in keys)))
+        if errors:
+            raise StorageUnavailable(f"Object storage refused to remove {errors[0].name}")
+
+    @_outages_as_unavailable
+    def copy_object(self, source_key: str, key: str) -> None:
+        """Copy inside the bucket, without the bytes passing through this process."""
+        self._client.copy_object(self.bucket, key, CopySource(self.bucket, source_key))
 
     @_outages_as_unavailable
     def delete_prefix(self, prefix: str) -> None:

@@ -19,6 +19,10 @@ from sqlalchemy.orm import Session
 from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError
 from api.inspection import busy_error, get_inspection_gate
+from api.purging import PurgeOut, purge_now
+from api.results import client_job, result_job
+from api.routes.usage import quota_error
+from pagemill.clients.quotas import QuotaExceeded
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import InspectionBusy
 from pagemill.documents.pagerange import selection_includes
@@ -51,7 +55,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
         413: {"description": "The upload is over the size limit."},
         415: {"description": "The file is neither a PDF nor a supported image."},
         422: {"description": "The upload or a field cannot be used; see the error code."},
-        429: {"description": "Too many requests; see Retry-After."},
+        429: {"description": "Too many requests, or a page quota reached; see Retry-After."},
         503: {"description": "Too busy to check the upload now; see Retry-After."},
     },
 )
@@ -87,6 +91,20 @@ async def submit_job(
             "out of document.md, listed per page in manifest.json), inline or drop."
         ),
     ] = None,
+    cache: Annotated[
+        bool,
+        Form(
+            description="false: convert again, even if this client sent the same file with "
+            "the same options before (true reuses that result: no engine runs, no charge)."
+        ),
+    ] = True,
+    extract: Annotated[
+        str | None,
+        Form(
+            description="invoice: also read the invoice's fields, line items and arithmetic "
+            "checks, served at GET /v1/jobs/{id}/invoice."
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -106,6 +124,8 @@ async def submit_job(
                 metadata=service.parse_metadata(metadata),
                 max_cost_usd=max_cost_usd,
                 furniture=service.parse_furniture(furniture),
+                cache=cache,
+                extract=service.parse_extract(extract),
             )
             upload, checked_url = None, ""
             fingerprint: tuple[str, str | None]
@@ -153,8 +173,10 @@ async def submit_job(
                 idempotency.release(session, client.id, idempotency_key)
             if isinstance(refused, InspectionBusy):
                 raise busy_error(settings, str(refused)) from None
+            if isinstance(refused, QuotaExceeded):
+                raise quota_error(refused) from None
             raise ApiError(refused.http_status, refused.code, refused.message) from None
-    body = job_detail_out(job, [], settings.api_base_url)
+    body = job_detail_out(job, repository.list_pages(session, job.id), settings.api_base_url)
     if idempotency_key is not None:
         idempotency.complete(
             session, client.id, idempotency_key, job.id, 202, body.model_dump(mode="json")
@@ -165,7 +187,10 @@ async def submit_job(
         session.rollback()
         service.discard_source(store, job.id)
         raise
-    _publish_prepare(job.id)
+    if job.cached_from is None:
+        _publish_prepare(job.id)
+    else:
+        publish_job_webhooks(job.id)  # a cache hit has ended already
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return body
 
@@ -245,16 +270,38 @@ def get_job(
     return job_detail_out(job, repository.list_pages(session, job.id), settings.api_base_url)
 
 
-@router.delete("/{job_id}", response_model=JobOut)
+@router.delete(
+    "/{job_id}",
+    response_model=JobOut | PurgeOut,
+    responses={
+        409: {"description": "The job has already ended (without purge=true)."},
+        503: {"description": "Object storage failed mid-purge; the reaper finishes it."},
+    },
+)
 def cancel_job(
-    job_id: uuid.UUID, client: ClientDep, session: SessionDep, settings: SettingsDep
-) -> JobOut:
+    job_id: uuid.UUID,
+    client: ClientDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    store: StoreDep,
+    purge_objects: Annotated[
+        bool,
+        Query(
+            alias="purge",
+            description="Also remove the job's source, page images and results now "
+            "(cancelling it first if it has not ended); its record stays.",
+        ),
+    ] = False,
+) -> JobOut | PurgeOut:
     job = _client_job(session, client, job_id)
-    if job.status in TERMINAL_JOB_STATUSES:
+    if job.status in TERMINAL_JOB_STATUSES and not purge_objects:
         raise ApiError(409, "job_finished", f"The job has already ended ({job.status.value}).")
-    lifecycle.cancel_job(session, job.id)
-    session.commit()
-    publish_job_webhooks(job.id)
+    if job.status not in TERMINAL_JOB_STATUSES:
+        lifecycle.cancel_job(session, job.id)
+        session.commit()
+        publish_job_webhooks(job.id)
+    if purge_objects:
+        return purge_now(session, store, settings, job)
     session.refresh(job)
     return job_out(job, repository.list_pages(session, job.id), settings.api_base_url)
 
@@ -267,7 +314,7 @@ def cancel_job(
 def get_document_markdown(
     job_id: uuid.UUID, client: ClientDep, session: SessionDep, store: StoreDep
 ) -> StreamingResponse:
-    job = _client_job(session, client, job_id)
+    job = result_job(job_id, client, session)
     if job.status not in (JobStatus.succeeded, JobStatus.failed) or not store.exists(
         JobKeys(job.id).document
     ):
@@ -289,7 +336,7 @@ def get_page_markdown(
     session: SessionDep,
     store: StoreDep,
 ) -> PlainTextResponse:
-    job = _client_job(session, client, job_id)
+    job = result_job(job_id, client, session)
     page = repository.get_page_by_number(session, job.id, number)
     if page is None:
         if job.document_pages is None:
@@ -316,8 +363,4 @@ def get_page_markdown(
 
 
 def _client_job(session: SessionDep, client: Client, job_id: uuid.UUID) -> Job:
-    # Another client's job is reported as missing, not forbidden: its existence is private.
-    job = repository.get_client_job(session, client.id, job_id)
-    if job is None:
-        raise ApiError(404, "job_not_found", "There is no job with this id.")
-    return job
+    return client_job(session, client, job_id)

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -63,6 +64,18 @@ class Client(TimestampMixin, Base):
     webhook_previous_secret: Mapped[str | None] = mapped_column(String(100))
     webhook_previous_secret_expires_at: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True)
+    )
+    # Overrides of the deployment's defaults (PAGEMILL_DEFAULT_RETENTION_DAYS and
+    # PAGEMILL_DEFAULT_PAGE_QUOTA_DAY / _MONTH); None takes the default.
+    retention_days: Mapped[int | None] = mapped_column(Integer)
+    page_quota_day: Mapped[int | None] = mapped_column(Integer)
+    page_quota_month: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        CheckConstraint("retention_days > 0", name="retention_days_positive"),
+        CheckConstraint(
+            "page_quota_day >= 0 AND page_quota_month >= 0", name="page_quotas_not_negative"
+        ),
     )
 
 
@@ -118,8 +131,23 @@ class Job(TimestampMixin, Base):
     )
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when a purge begins (pagemill.jobs.purge): from then on no result is served and
+    # a worker that stores an object afterwards removes it again. Status `purged` follows
+    # once the objects are gone.
+    purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What makes two jobs' results the same (pagemill.jobs.result_cache); None: not cacheable.
+    cache_key: Mapped[str | None] = mapped_column(String(64))
+    # The earlier job whose stored result this one reuses: no engine ran for it.
+    cached_from: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL")
+    )
 
     __table_args__ = (
+        Index(None, "client_id", "cache_key"),
+        # The quota sums a client's pages since the start of the day or month.
+        Index(None, "client_id", "created_at"),
+        # The reaper's retention pass reads only jobs not purged yet.
+        Index(None, "finished_at", postgresql_where=text("purged_at IS NULL")),
         CheckConstraint("pages_total > 0", name="pages_total_positive"),
         CheckConstraint("furniture IN ('separate', 'inline', 'drop')", name="furniture_known"),
         CheckConstraint(

@@ -11,6 +11,9 @@ a queue that waits never fills with copies.
 Pages for a GPU engine that no live worker can run fail once none has been alive
 for `gpu_worker_wait_s`, and their messages leave the queue: a job never waits
 forever for a GPU that is gone.
+
+Jobs past their client's retention are purged (pagemill.jobs.purge), a batch a pass, and
+purges that stopped half-way (an outage, a process that died) are finished.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill import queue
 from pagemill.domain import QueuedPage
 from pagemill.engines import catalog
-from pagemill.jobs import repository
+from pagemill.jobs import purge, repository
 from pagemill.settings import Settings
+from pagemill.storage import get_object_store
 from pagemill.webhooks import outbox as webhook_outbox
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,8 @@ class ReapReport:
     unrunnable: list[int] = field(default_factory=list)
     # Not counted in `total`: most are retries falling due, not lost work.
     webhooks: list[str] = field(default_factory=list)
+    # Jobs purged: past their retention, or a purge finished after an interruption.
+    purged: int = 0
 
     @property
     def total(self) -> int:
@@ -96,6 +102,9 @@ def reap_once(sessions: sessionmaker[Session], settings: Settings) -> ReapReport
             len(report.pages),
             len(report.finalizes),
         )
+    store = get_object_store()
+    report.purged = purge.purge_expired(sessions, store, settings)
+    report.purged += purge.finish_unfinished(sessions, store, settings)
     return report
 
 

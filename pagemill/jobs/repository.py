@@ -24,8 +24,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from pagemill.db.models import Batch, IdempotencyKey, Job, Page, Worker
+from pagemill.db.models import Batch, Client, IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
+    TERMINAL_JOB_STATUSES,
     TERMINAL_PAGE_STATUSES,
     JobStatus,
     LicenseUse,
@@ -666,6 +667,111 @@ def delete_unanswered_idempotency_key(session: Session, client_id: uuid.UUID, ke
             IdempotencyKey.response_status.is_(None),
         )
     )
+
+
+# --- Retention and purge (pagemill.jobs.purge). `purged_at` is the fence: set, and
+# committed, before any object is removed; status `purged` once they all are.
+
+
+def fence_purge(session: Session, job_id: uuid.UUID) -> bool:
+    """Begin purging an ended job (a second purge keeps the first time). False when the
+    job has not ended, and nothing is changed."""
+    fenced = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(TERMINAL_JOB_STATUSES))
+        .values(purged_at=func.coalesce(Job.purged_at, func.now()))
+        .returning(Job.id)
+        .execution_options(synchronize_session=False)
+    ).one_or_none()
+    return fenced is not None
+
+
+def mark_purged(session: Session, job_id: uuid.UUID) -> None:
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.purged_at.is_not(None))
+        .values(status=JobStatus.purged)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def purge_started(session: Session, job_id: uuid.UUID) -> bool:
+    return session.scalar(select(Job.purged_at.is_not(None)).where(Job.id == job_id)) is True
+
+
+def fence_expired_jobs(
+    session: Session, default_retention_days: int | None, limit: int
+) -> list[uuid.UUID]:
+    """Fence up to `limit` ended jobs older than their client's retention, oldest first.
+    SKIP LOCKED: a job being fenced by another caller is left to it."""
+    retention_days = func.coalesce(Client.retention_days, default_retention_days)
+    expired = (
+        select(Job.id)
+        .join(Client, Client.id == Job.client_id)
+        .where(
+            Job.purged_at.is_(None),
+            Job.finished_at.is_not(None),
+            Job.status.in_(TERMINAL_JOB_STATUSES),
+            retention_days.is_not(None),
+            Job.finished_at < func.now() - func.make_interval(0, 0, 0, retention_days),
+        )
+        .order_by(Job.finished_at)
+        .limit(limit)
+        .with_for_update(of=Job, skip_locked=True)
+    )
+    return list(
+        session.scalars(
+            update(Job)
+            .where(Job.id.in_(expired.scalar_subquery()))
+            .values(purged_at=func.now())
+            .returning(Job.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
+
+
+def unfinished_purges(session: Session, stale: timedelta, limit: int) -> list[uuid.UUID]:
+    """Jobs fenced longer than `stale` ago whose objects were not all removed (an outage,
+    or a process that died mid-purge)."""
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(
+                Job.purged_at < func.now() - stale,
+                Job.status != JobStatus.purged,
+            )
+            .order_by(Job.purged_at)
+            .limit(limit)
+        )
+    )
+
+
+# --- The result cache (pagemill.jobs.result_cache).
+
+
+def latest_cached_candidate(session: Session, client_id: uuid.UUID, cache_key: str) -> Job | None:
+    """The client's newest succeeded, unpurged job with this cache key."""
+    return session.scalar(
+        select(Job)
+        .where(
+            Job.client_id == client_id,
+            Job.cache_key == cache_key,
+            Job.status == JobStatus.succeeded,
+            Job.purged_at.is_(None),
+        )
+        .order_by(Job.finished_at.desc())
+        .limit(1)
+    )
+
+
+def hold_unpurged(session: Session, job_id: uuid.UUID) -> bool:
+    """Whether the job has not begun a purge; FOR SHARE keeps a purge from beginning
+    until this transaction ends."""
+    held = session.scalar(
+        select(Job.id).where(Job.id == job_id, Job.purged_at.is_(None)).with_for_update(read=True)
+    )
+    return held is not None
+
 
 # --- Documents given by URL: what the worker's fetch learnt of the source.
 

@@ -89,6 +89,14 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    purged_at: datetime | None = Field(
+        description="When the job's stored objects began to be purged (retention or a "
+        "request); its results answer 410 `purged` from then on."
+    )
+    cached_from: uuid.UUID | None = Field(
+        description="The earlier job whose stored result this one reuses: no engine ran "
+        "and nothing was charged."
+    )
     links: dict[str, str]
 
 
@@ -165,6 +173,8 @@ def _job_fields(job: Job, pages: list[Page], base_url: str) -> dict[str, Any]:
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
+        "purged_at": job.purged_at,
+        "cached_from": job.cached_from,
         "links": {"self": self_url, "markdown": f"{self_url}/markdown"},
     }
 

@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 from sqlalchemy.orm import Session
 
 from pagemill.accounting.quote import quote_usd
+from pagemill.clients import quotas
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import CONTENT_TYPES, DocumentInfo
 from pagemill.documents.pagerange import (
@@ -30,7 +31,7 @@ from pagemill.engines.catalog import (
     OCR_ENGINES,
     TEXT_LAYER_ENGINE,
 )
-from pagemill.jobs import idempotency, metadata
+from pagemill.jobs import idempotency, metadata, result_cache
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
@@ -59,11 +60,15 @@ class SubmitOptions:
     metadata: dict[str, Any] = field(default_factory=dict)
     max_cost_usd: Decimal | None = None
     furniture: FurnitureMode = FurnitureMode.separate
+    # False: run the job even if the result cache holds its result (pagemill.jobs.result_cache).
+    cache: bool = True
+    # "invoice": also read the invoice's data into invoice.json (pagemill.invoices).
+    extract: str | None = None
 
 
 # Options added after idempotency keys were first stored count only when set, so a
 # retry of a request sent before an option existed still matches its key.
-OPTIONS_ADDED_LATER = ("furniture",)
+OPTIONS_ADDED_LATER = ("furniture", "cache", "extract")
 
 
 def request_fingerprint(
@@ -90,6 +95,7 @@ def request_fingerprint(
         "engine": settings.default_engine,
         "license_use": client.default_license_use,
         "furniture": FurnitureMode.separate,
+        "cache": True,
     }
     for name, default in applied_defaults.items():
         if fields[name] == default:
@@ -148,6 +154,19 @@ def parse_furniture(raw: str | None) -> FurnitureMode:
             "The furniture field must be one of "
             f"{', '.join(mode.value for mode in FurnitureMode)}.",
         ) from None
+
+
+EXTRACT_CHOICES = ("invoice",)
+
+
+def parse_extract(raw: str | None) -> str | None:
+    if raw is None or not raw.strip():
+        return None
+    if raw.strip() not in EXTRACT_CHOICES:
+        raise SubmissionRejected(
+            "invalid_extract", f"The extract field must be {', '.join(EXTRACT_CHOICES)}."
+        )
+    return raw.strip()
 
 
 def given_by_url(has_file: bool, source_url: str | None) -> bool:
@@ -214,10 +233,24 @@ def submit_job(
     file; if the row then fails to commit, the caller removes the orphan object.
     """
     job = plan_job(session, settings, client, upload, options, info)
+    hit = None
+    if options.cache and job.cache_key is not None:
+        hit = result_cache.find_hit(session, settings, client.id, job.cache_key)
+    if hit is None:
+        # Refused before the upload is stored; exactly, under the lock, after.
+        quotas.check_pages(session, settings, client, job.pages_total or 0, lock=False)
     # End the read-only transaction of the checks above (nothing is pending yet), so
     # no connection waits idle in it while the source is copied to object storage.
     session.commit()
     store_source(store, job.id, upload, info)
+    if hit is not None and result_cache.reuse(session, store, job, hit):
+        return job
+    try:
+        quotas.check_pages(session, settings, client, job.pages_total or 0, lock=True)
+    except quotas.QuotaExceeded:
+        session.rollback()
+        discard_source(store, job.id)
+        raise
     session.add(job)
     session.flush()
     return job
@@ -283,6 +316,7 @@ def plan_url_job(
         source_url=source_url,
         page_selection=options.pages.strip() if options.pages else None,
         furniture=options.furniture.value,
+        extract=options.extract,
     )
 
 
@@ -336,6 +370,13 @@ def plan_job(
         page_selection=options.pages.strip() if options.pages else None,
         pages_total=len(numbers),
         furniture=options.furniture.value,
+        extract=options.extract,
+        # A cached result holds no invoice.json unless its job asked for one: not reused.
+        cache_key=None
+        if options.extract
+        else result_cache.cache_key(
+            upload.sha256, engine, settings, options.pages, options.furniture.value, license_use
+        ),
     )
 
 

@@ -42,5 +42,11 @@ VIEWS: dict[str, OpsView] = {
             "ops_worker_utilisation",
             "Workers: busy and idle device time, utilisation, all-in cost per page",
         ),
+        OpsView(
+            "page-usage",
+            "ops_page_usage_by_client",
+            "Pages by client today and this month (UTC), quota and retention overrides, "
+            "jobs purged",
+        ),
     )
 }

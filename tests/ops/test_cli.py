@@ -23,6 +23,7 @@ EXPECTED_CELLS = {
     "cost-per-page": ["jina-ocr-v1", "nvidia-a100-40gb", "0.375", "0.000075", "0.0009", "700"],
     "licence-audit": [JINA_REFERENCE, "CC-BY-NC-4.0", "Apache-2.0", "commercial"],
     "worker-utilisation": ["ops-gpu-live", "1800.000", "10800.000", "0.250", "0.0002", "0.0012"],
+    "page-usage": ["acme", "globex", "pages_today", "jobs_purged"],
 }
 
 

@@ -17,7 +17,7 @@ import uuid
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.domain import JobStatus, PageStatus
-from pagemill.jobs import lifecycle, repository
+from pagemill.jobs import lifecycle, purge, repository
 from pagemill.jobs.summaries import build_manifest
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
@@ -72,6 +72,8 @@ def finalize_job(
         pages = repository.list_pages(session, job_id)
     manifest = build_manifest(job, pages)
     ctx.store.put_bytes(keys.manifest, json.dumps(manifest, indent=2).encode(), "application/json")
+    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, [keys.document, keys.manifest]):
+        return None
     failed = [page for page in pages if page.status is PageStatus.failed]
     status = JobStatus.failed if failed else JobStatus.succeeded
     error_code = error_message = None

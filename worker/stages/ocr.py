@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.accounting.pricing import page_charge
 from pagemill.accounting.seconds import attempts_seconds
 from pagemill.domain import LicenseUse, PageStatus
-from pagemill.jobs import repository
+from pagemill.jobs import purge, repository
 from pagemill.jobs.repository import PageClaim, RunningAttempt
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, StorageUnavailable
@@ -146,6 +146,9 @@ def _run_claimed(
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
     defer.on_outage(_store_blocks, ctx, keys, claimed, assessed)
+    written = [keys.page_markdown(claimed.claim.number), keys.page_blocks(claimed.claim.number)]
+    if purge.discard_if_purged(ctx.sessions, ctx.store, claimed.claim.job_id, written):
+        return PageRun(PageOutcome.skipped)
     if assessed.engine != claimed.engine_name:
         # Repaired by another engine (a text layer read by OCR): record what really ran.
         basis = _basis(ctx, assessed.engine)

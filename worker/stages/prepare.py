@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import JobStatus, LicenseUse, QueuedPage
-from pagemill.jobs import lifecycle, repository
+from pagemill.jobs import lifecycle, purge, repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
@@ -147,14 +147,19 @@ def _store_page(
 ) -> QueuedPage | None:
     facts = PageFacts.from_stored(line["facts"])
     number = facts.number
+    written = []
     if line["image_path"] is not None:
         image_path = Path(line["image_path"])
         ctx.store.put_file(keys.page_image(number), image_path, "image/png")
         image_path.unlink()
+        written.append(keys.page_image(number))
     if line["pdf_path"] is not None:
         pdf_path = Path(line["pdf_path"])
         ctx.store.put_file(keys.page_pdf(number), pdf_path, "application/pdf")
         pdf_path.unlink()
+        written.append(keys.page_pdf(number))
+    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written):
+        return None
     with ctx.sessions.begin() as session:
         repository.insert_page(
             session,
