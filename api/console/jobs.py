@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
+from pathlib import Path as FsPath
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
@@ -17,10 +19,12 @@ from api.console.errors import ConsoleError
 from api.console.render import markdown_html, render
 from api.deps import MAX_OFFSET, SessionDep, SettingsDep, StoreDep
 from pagemill.clients.repository import list_clients
+from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
 from pagemill.engines.catalog import ENGINE_CHOICES
 from pagemill.jobs import lifecycle, repository
 from pagemill.jobs.schemas import job_detail_out, job_out
+from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from pagemill.webhooks import repository as webhooks_repository
 from pagemill.webhooks.outbox import publish_job_webhooks
@@ -30,6 +34,9 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 
 JOBS_PER_SCREEN = 50
 PAGES_PER_SCREEN = 10  # each page shown fetches its Markdown from S3
+# Text-layer pages have no stored image; the console draws one at this resolution.
+PREVIEW_DPI = 100
+PREVIEW_TIMEOUT_S = 30
 LIVE = (JobStatus.queued, JobStatus.running)
 Choice = TypeVar("Choice", bound=StrEnum)
 
@@ -167,6 +174,12 @@ def job_page(
         for summary in detail.page_details
         if first_page <= summary["number"] < first_page + PAGES_PER_SCREEN
     ]
+    keys = JobKeys(job.id)
+    drawable = {
+        summary["number"]
+        for summary in shown
+        if summary["image"] is not None or store.exists(keys.page_pdf(summary["number"]))
+    }
     markdown: dict[int, str] = {}
     for summary in shown:
         if summary["status"] == PageStatus.succeeded.value:
@@ -180,6 +193,7 @@ def job_page(
         "client_name": client_names.get(job.client_id, str(job.client_id)),
         "source_filename": job.source_filename,
         "pages": shown,
+        "drawable": drawable,
         "markdown": markdown,
         "markdown_html": {number: markdown_html(text) for number, text in markdown.items()},
         "first_page": first_page,
@@ -199,13 +213,34 @@ def page_image(
     _user: UserDep,
     session: SessionDep,
     store: StoreDep,
+    settings: SettingsDep,
 ) -> Response:
     page = repository.get_page_by_number(session, job_id, number)
-    if page is None or page.image_width_px is None:
-        raise ConsoleError(404, "page_image_not_found", f"Page {number} has no rendered image.")
-    body = store.get_bytes(JobKeys(job_id).page_image(number))
-    # Private: the page belongs to a client, and the console's pages are not cached.
+    keys = JobKeys(job_id)
+    if page is not None and page.image_width_px is not None:
+        body = store.get_bytes(keys.page_image(number))
+    elif page is not None and store.exists(keys.page_pdf(number)):
+        body = _preview(store.get_bytes(keys.page_pdf(number)), settings)
+    else:
+        raise ConsoleError(404, "page_image_not_found", f"Page {number} has no image.")
+    # Private: the page belongs to a client.
     return Response(body, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
+
+
+def _preview(page_pdf: bytes, settings: Settings) -> bytes:
+    """A text-layer page drawn from its one-page PDF, in the sandbox."""
+    limits = Limits(settings.sandbox_memory_bytes, settings.sandbox_cpu_s, PREVIEW_TIMEOUT_S)
+    with tempfile.TemporaryDirectory(prefix="pagemill-preview-") as tmp:
+        pdf_path, png_path = FsPath(tmp) / "page.pdf", FsPath(tmp) / "page.png"
+        pdf_path.write_bytes(page_pdf)
+        args = [str(pdf_path), str(PREVIEW_DPI), str(png_path)]
+        try:
+            list(run_sandboxed("api.console.preview_child", args, limits))
+        except (SandboxFailed, DocumentVerdict) as failed:
+            raise ConsoleError(
+                422, "page_image_failed", f"The page could not be drawn: {failed}"
+            ) from None
+        return png_path.read_bytes()
 
 
 @router.post("/jobs/{job_id}/cancel")

@@ -33,6 +33,8 @@ from tests.conftest import SAMPLES, TEST_ENV, make_client_key, wait_for_job
 from tests.webhooks.receiver import Answer, Receiver, running_receiver
 
 WAIT_S = 30
+DESKTOP_WINDOW = (1280, 1000)
+PHONE_WINDOW = (390, 844)  # a common phone's CSS pixels
 MAX_WEBHOOK_ATTEMPTS = 5  # the tests' retry schedule: 0.5,1,1,1
 
 
@@ -88,7 +90,6 @@ def chromium(downloads_dir: Path) -> Iterator[WebDriver]:
         "--no-sandbox",  # tests may run as root, where Chromium's sandbox will not start
         "--disable-dev-shm-usage",
         "--disable-gpu",
-        "--window-size=1280,1000",
     ):
         options.add_argument(argument)
     options.add_experimental_option(
@@ -111,6 +112,7 @@ def browser(
     """The browser, signed out, on a blank page; a screenshot of the end of the test."""
     chromium.get("about:blank")
     chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    chromium.set_window_size(*DESKTOP_WINDOW)
     yield chromium
     chromium.save_screenshot(str(output_dir / f"{request.node.name}.png"))
 

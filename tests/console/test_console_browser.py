@@ -9,11 +9,13 @@ import io
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.console.conftest import (
+    PHONE_WINDOW,
     WAIT_S,
     ConsoleWorld,
     job_status,
@@ -54,6 +56,19 @@ def test_sign_in_find_a_job_by_file_name_and_see_page_1(
     raw = page.find_element(By.CSS_SELECTOR, "[data-raw-markdown]")
     assert raw.get_attribute("textContent") == expected
     browser.execute_script("arguments[0].scrollIntoView()", page)
+
+
+def test_a_text_layer_page_is_drawn_from_its_pdf(
+    browser: WebDriver, console_world: ConsoleWorld
+) -> None:
+    world = console_world
+    sign_in(browser, world, world.admin_key, f"/console/jobs/{world.digital_job}")
+    page = browser.find_element(By.ID, "page-1")
+    assert "textlayer" in page.find_element(By.CSS_SELECTOR, "dl.facts").text
+    image = page.find_element(By.CSS_SELECTOR, ".page-image img")
+    loaded = "return arguments[0].complete && arguments[0].naturalWidth"
+    assert WebDriverWait(browser, WAIT_S).until(lambda _: browser.execute_script(loaded, image))
+    assert "Azure Interior" in page.find_element(By.CSS_SELECTOR, "[data-rendered-markdown]").text
 
 
 def test_search_by_metadata_value_and_by_job_id(
@@ -131,3 +146,55 @@ def test_download_the_cost_csv(
         expected = api.get("/v1/ops/cost-by-client-day").json()["rows"]
     assert rows == [{k: "" if v is None else str(v) for k, v in row.items()} for row in expected]
     assert any(row["client"] == "acme" and float(row["cost_usd"]) > 0 for row in rows)
+
+
+def test_the_list_refreshes_itself_while_a_job_runs(
+    browser: WebDriver, console_world: ConsoleWorld
+) -> None:
+    world = console_world
+    job = running_job(world, "refreshing.pdf")
+    sign_in(browser, world, world.admin_key, "/console/jobs?q=refreshing")
+    row = f"tr[data-job-id='{job}'] .status"
+    assert browser.find_element(By.CSS_SELECTOR, row).text == "running"
+    browser.execute_script("window.notReloaded = true")
+    with world.api() as api:
+        assert api.delete(f"/v1/jobs/{job}").status_code == 200
+    WebDriverWait(browser, WAIT_S).until(
+        lambda _: browser.find_element(By.CSS_SELECTOR, row).text == "cancelled"
+    )
+    assert browser.execute_script("return window.notReloaded") is True
+
+
+FORM_CONTROLS_WITHOUT_LABEL = """
+    return Array.from(document.querySelectorAll('input:not([type=hidden]), select, button'))
+        .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                      && !el.textContent.trim())
+        .map(el => el.outerHTML);
+"""
+
+
+def test_pages_fit_a_phone_and_every_control_is_labelled(
+    browser: WebDriver, console_world: ConsoleWorld
+) -> None:
+    world = console_world
+    sign_in(browser, world, world.admin_key)
+    # From the top of a page, the first Tab reaches the skip link.
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+    assert browser.switch_to.active_element.text == "Skip to content"
+    browser.set_window_size(*PHONE_WINDOW)
+    for path in (
+        "/console/jobs",
+        f"/console/jobs/{world.scanned_job}",
+        "/console/stuck",
+        "/console/workers",
+        "/console/cost",
+        "/console/licences",
+        "/console/webhooks",
+    ):
+        browser.get(world.url + path)
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        assert overflow <= 0, f"{path} is {overflow} px wider than the phone"
+        assert browser.execute_script(FORM_CONTROLS_WITHOUT_LABEL) == [], path
+    browser.get(f"{world.url}/console/jobs/{world.scanned_job}")
