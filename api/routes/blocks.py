@@ -10,6 +10,7 @@ from fastapi import Path as FastApiPath
 
 from api.deps import ClientDep, SessionDep, StoreDep
 from api.errors import ApiError
+from api.results import refuse_if_purged
 from pagemill.db.models import Page
 from pagemill.documents.blocks import PageBlocks
 from pagemill.documents.pagerange import selection_includes
@@ -30,6 +31,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
         },
         404: {"description": "No such job or page, or the page's engine gave no boxes."},
         409: {"description": "The page has not been read yet."},
+        410: {"description": "The job's stored objects were purged."},
     },
 )
 def get_page_blocks(
@@ -52,6 +54,7 @@ def _read_page(session: SessionDep, client_id: uuid.UUID, job_id: uuid.UUID, num
     job = repository.get_client_job(session, client_id, job_id)
     if job is None:
         raise ApiError(404, "job_not_found", "There is no job with this id.")
+    refuse_if_purged(job)
     page = repository.get_page_by_number(session, job.id, number)
     if page is None:
         if job.document_pages is None:  # a source still being fetched

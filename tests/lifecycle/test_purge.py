@@ -17,7 +17,7 @@ from tests.conftest import make_client_key, wait_for_job
 from tests.lifecycle.conftest import HeldStack, sql, stored_keys, submit
 from tests.support import services
 
-RESULT_PATHS = ("/markdown", "/pages/1/markdown")
+RESULT_PATHS = ("/markdown", "/pages/1/markdown", "/pages/1/blocks")
 
 
 def assert_results_gone(api: httpx.Client, job_id: str) -> None:
