@@ -48,6 +48,10 @@ class Candidate:
     value: FieldValue
     money: Money | None = None
     order: tuple[int, float, float] = (0, 0.0, 0.0)  # page, y, x
+    # How surely the label and the value's place name the field, without the engine's
+    # own confidence in the characters, which differs by a few hundredths from line to
+    # line of a scan and must not decide between two labels as sure as each other.
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,8 @@ def _locate(
             continue
         if reading.money is not None and reading.money.currency is None:
             reading = _with_label_currency(reading, hit.remainder)
-        confidence = hit.label.weight * weight * reading.quality * segment.confidence
+        score = hit.label.weight * weight * reading.quality
+        confidence = score * segment.confidence
         value = FieldValue(
             printed=reading.printed,
             value=reading.value,
@@ -134,7 +139,8 @@ def _locate(
             hit.label.field,
             value,
             reading.money,
-            (segment.page, segment.box[1], segment.box[0]),
+            (segment.page, segment.top, segment.box[0]),
+            score,
         )
     return None
 
@@ -154,22 +160,21 @@ def _choose(field: str, found: list[Candidate]) -> Candidate:
     def rank(candidate: Candidate) -> tuple[float, tuple[int, float, float]]:
         page, y, x = candidate.order
         where = (page, y, x) if last else (-page, -y, -x)
-        return (round(candidate.value.confidence, 2), where)
+        return (round(candidate.score, 2), where)
 
     ordered = sorted(found, key=rank, reverse=True)
     best = ordered[0]
     rivals = [
         other
         for other in ordered[1:]
-        if other.value.value != best.value.value
-        and other.value.confidence >= best.value.confidence - 0.1
+        if other.value.value != best.value.value and other.score >= best.score - 0.1
     ]
     if not rivals:
         return best
     lowered = best.value.model_copy(
         update={"confidence": round(best.value.confidence * CONFLICT, 3)}
     )
-    return Candidate(best.field, lowered, best.money, best.order)
+    return Candidate(best.field, lowered, best.money, best.order, best.score)
 
 
 def _read_date(text: str, order: DateOrder) -> Reading | None:

@@ -67,23 +67,27 @@ def find_line_items(segments: list[Segment], hits: list[Hit]) -> list[LineItem]:
             segment.in_table = True
         index += 1
         header_height = max(segment.height for segment in rows[index - 1])
-        previous_bottom = rows[index - 1][0].box[3]
+        previous_bottom = rows[index - 1][0].bottom
         page = rows[index - 1][0].page
         last_item: LineItem | None = None
+        # Subtotal rows are no items; those with items after them are a section's
+        # ("Subtotal" per group of items) and belong to the table, not to the invoice.
+        passed_over: list[Segment] = []
         while index < len(rows) and rows[index][0].page == page:
             row = rows[index]
             if index in stop_rows:
                 break
-            top = min(segment.box[1] for segment in row)
+            top = min(segment.top for segment in row)
             if top - previous_bottom > MAX_ROW_GAP_HEIGHTS * header_height:
                 break
             if _header_columns(row) is not None:
                 break  # the next table's header
             index += 1
             if index - 1 in skip_rows:
+                passed_over.extend(row)
                 continue
             gap = top - previous_bottom
-            previous_bottom = max(segment.box[3] for segment in row)
+            previous_bottom = max(segment.bottom for segment in row)
             for segment in row:
                 segment.in_table = True
             cells = _cells(row, columns)
@@ -91,6 +95,9 @@ def find_line_items(segments: list[Segment], hits: list[Hit]) -> list[LineItem]:
             if item is not None:
                 items.append(item)
                 last_item = item
+                for segment in passed_over:
+                    segment.in_table = True
+                passed_over = []
             elif last_item is not None and gap <= CONTINUATION_GAP_HEIGHTS * header_height:
                 _continue_description(last_item, cells.get("description", []))
     _mark_included(items)

@@ -75,17 +75,17 @@ def right_of(hit: Hit, segments: list[Segment], label_segments: set[int]) -> lis
 def below(hit: Hit, segments: list[Segment], label_segments: set[int]) -> Segment | None:
     """The nearest segment under the label, in its column, if it is no label itself."""
     anchor = hit.segment
-    reach = anchor.box[3] + BELOW_REACH_HEIGHTS * max(anchor.height, 4.0)
+    reach = anchor.bottom + BELOW_REACH_HEIGHTS * max(anchor.height, 4.0)
     under = [
         segment
         for segment in segments
         if segment.page == anchor.page
         and segment is not anchor
-        and segment.centre_y > anchor.box[3]
-        and segment.box[1] <= reach
+        and segment.centre_y > anchor.bottom
+        and segment.top <= reach
         and horizontal_overlap(segment.box, anchor.box) > 0
     ]
     if not under:
         return None
-    nearest = min(under, key=lambda segment: (segment.box[1], segment.box[0]))
+    nearest = min(under, key=lambda segment: (segment.top, segment.box[0]))
     return None if id(nearest) in label_segments else nearest

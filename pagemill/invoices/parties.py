@@ -60,23 +60,23 @@ def _fill_party(party: Party, hit: Hit, segments: list[Segment], labels: set[int
 
 def _address_block(anchor: Segment, segments: list[Segment], labels: set[int]) -> list[Segment]:
     block: list[Segment] = []
-    bottom = anchor.box[3]
+    bottom = anchor.bottom
     height = max(anchor.height, 4.0)
     candidates = sorted(
         (
             segment
             for segment in segments
             if segment.page == anchor.page
-            and segment.box[1] > anchor.box[1] + 0.5 * height
+            and segment.top > anchor.top + 0.5 * height
             and abs(segment.box[0] - anchor.box[0]) <= height
         ),
-        key=lambda segment: segment.box[1],
+        key=lambda segment: segment.top,
     )
     for segment in candidates:
-        if segment.box[1] - bottom > ADDRESS_LINE_GAP_HEIGHTS * height or id(segment) in labels:
+        if segment.top - bottom > ADDRESS_LINE_GAP_HEIGHTS * height or id(segment) in labels:
             break
         block.append(segment)
-        bottom = segment.box[3]
+        bottom = segment.bottom
         if len(block) == MAX_ADDRESS_LINES:
             break
     return block
