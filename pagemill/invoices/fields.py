@@ -148,7 +148,7 @@ def _locate(
 def _with_label_currency(reading: Reading, remainder: str) -> Reading:
     """ "Factuur totaal EUR  49,99": the currency printed with the label, not the amount."""
     for token in remainder.split():
-        code = currency_code(token)
+        code = currency_code(token.strip(".:,;()"))
         if code is not None and reading.money is not None:
             return replace(reading, money=replace(reading.money, currency=code))
     return reading

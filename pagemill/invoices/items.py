@@ -10,6 +10,7 @@ Found on the blocks layer, so it reads a text layer's table and an OCR'd one ali
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pagemill.documents.blocks import Box
@@ -212,6 +213,8 @@ def _item(cells: dict[str, list[Token]]) -> LineItem | None:
     unit_price = _money_value(cells.get("unit_price"), last=False)
     if amount is None and unit_price is None:
         return None
+    if not cells.get("description") and not cells.get("quantity"):
+        return None  # an amount alone on its row: a sum, not an item
     item = LineItem(amount=amount, unit_price=unit_price)
     item.description = _text_value(cells.get("description"))
     quantity = cells.get("quantity")
@@ -287,14 +290,21 @@ def _text_value(tokens: list[Token] | None) -> FieldValue | None:
     return _value(tokens, text, " ".join(text.split()))
 
 
+_QUANTITY = re.compile(r"^(\d+(?:[.,]\d+)?)\s*([^\W\d_]{1,6})?$")
+
+
 def _quantity(tokens: list[Token]) -> tuple[FieldValue | None, FieldValue | None]:
-    number_tokens = [t for t in tokens if parse_plain_number(t.text) is not None]
-    unit_tokens = [t for t in tokens if t.text.isalpha() and len(t.text) <= 6]
-    if len(number_tokens) != 1:
+    """ "1", "1.00 kg" or, glued by OCR, "15.00g": a number and perhaps its unit."""
+    text = " ".join(token.text for token in tokens)
+    match = _QUANTITY.match(text.strip())
+    if match is None:
         return None, None
-    number = parse_plain_number(number_tokens[0].text)
-    quantity = _value(number_tokens, number_tokens[0].text, str(number))
-    unit = _value(unit_tokens, unit_tokens[0].text, unit_tokens[0].text) if unit_tokens else None
+    number = parse_plain_number(match.group(1))
+    quantity = _value(tokens, match.group(1), str(number), text.find(match.group(1)))
+    unit_text = match.group(2)
+    unit = None
+    if unit_text:
+        unit = _value(tokens, unit_text, unit_text, text.rfind(unit_text))
     return quantity, unit
 
 

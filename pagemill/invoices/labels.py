@@ -29,20 +29,57 @@ def find_hits(segments: list[Segment]) -> list[Hit]:
     return hits
 
 
+CURRENCY_SYMBOLS = "$€£¥₹"
+
+
+def token_spans(text: str) -> list[tuple[int, int]]:
+    """Where the words of a line start and end. OCR may drop the space between a label
+    and its value, so a word also ends after a colon, before a currency symbol, and
+    where a lower-case letter meets a capital: "Date:31/12/2017", "Subtotal$150.90",
+    "InvoiceNo:#", "InvoiceINV/2023/03/0008"."""
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for position, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                spans.append((start, position))
+                start = None
+            continue
+        previous = text[position - 1] if position else " "
+        boundary = start is not None and (
+            previous == ":" or char in CURRENCY_SYMBOLS or (previous.islower() and char.isupper())
+        )
+        if boundary and start is not None:
+            spans.append((start, position))
+            start = None
+        if start is None:
+            start = position
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
 def _segment_hits(segment: Segment) -> list[Hit]:
-    tokens = segment.text.split(" ")
-    prefixes = [normalise_label(" ".join(tokens[: count + 1])) for count in range(len(tokens))]
+    text = segment.text
+    spans = token_spans(text)
+    words = [text[start:end] for start, end in spans]
+    # Each prefix read as printed ("MwSt.") and with its words apart ("InvoiceNo:").
+    as_printed = [normalise_label(text[:end]) for _, end in spans]
+    apart = [normalise_label(" ".join(words[: count + 1])) for count in range(len(words))]
     hits: list[Hit] = []
     longest = 0
     for label in HEADER_LABELS:  # longest first
         if len(label.text) < longest:
             break
-        if label.text not in prefixes:
+        if label.text in as_printed:
+            count = as_printed.index(label.text) + 1
+        elif label.text in apart:
+            count = apart.index(label.text) + 1
+        else:
             continue
-        count = prefixes.index(label.text) + 1
-        printed = " ".join(tokens[:count])
-        start = len(printed) + 1 if count < len(tokens) else len(segment.text)
-        hits.append(Hit(segment, label, printed, segment.text[start:], start))
+        printed = text[: spans[count - 1][1]]
+        start = spans[count][0] if count < len(spans) else len(text)
+        hits.append(Hit(segment, label, printed, text[start:], start))
         longest = len(label.text)
     return hits
 
