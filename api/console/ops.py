@@ -6,6 +6,7 @@ import csv
 import io
 import logging
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -37,29 +38,66 @@ def _rows(session: SessionDep, name: str) -> tuple[list[str], list[dict[str, Any
     return found.columns, found.json_rows()
 
 
+@dataclass(frozen=True)
+class QueueState:
+    stage: str
+    queue: str
+    waiting: int
+    live_workers: int  # workers alive now that consume this queue
+
+
+def _queue_states(session: SessionDep, workers: list[dict[str, Any]]) -> list[QueueState] | None:
+    """Each queue's waiting messages beside the live workers that consume it: a queue
+    that fills with nobody on it is the usual answer to why a job is stuck. None
+    when Redis cannot be read."""
+    try:
+        depths = read_queue_depths()
+    except Exception:
+        log.warning("console: could not read queue depths", exc_info=True)
+        return None
+    consumed = worker_queues(session)
+    alive = [row["worker_id"] for row in workers if row["alive"]]
+    return [
+        QueueState(
+            stage,
+            queue,
+            waiting,
+            sum(1 for worker_id in alive if queue in consumed.get(worker_id, [])),
+        )
+        for stage, (queue, waiting) in depths.items()
+    ]
+
+
 @router.get("/stuck")
 def stuck_page(request: Request, user: UserDep, session: SessionDep) -> Response:
     columns, rows = _rows(session, "stuck-jobs")
+    _, workers = _rows(session, "worker-utilisation")
     return render(
         request,
         "stuck.html",
-        {"user": user, "columns": columns, "rows": rows, "stuck": [r for r in rows if r["stuck"]]},
+        {
+            "user": user,
+            "columns": columns,
+            "rows": rows,
+            "stuck": [row for row in rows if row["stuck"]],
+            "queues": _queue_states(session, workers),
+        },
     )
 
 
 @router.get("/workers")
 def workers_page(request: Request, user: UserDep, session: SessionDep) -> Response:
     columns, rows = _rows(session, "worker-utilisation")
-    queues = worker_queues(session)
-    try:
-        depths: dict[str, tuple[str, int]] | None = read_queue_depths()
-    except Exception:
-        log.warning("console: could not read queue depths", exc_info=True)
-        depths = None
     return render(
         request,
         "workers.html",
-        {"user": user, "columns": columns, "rows": rows, "queues": queues, "depths": depths},
+        {
+            "user": user,
+            "columns": columns,
+            "rows": rows,
+            "worker_queues": worker_queues(session),
+            "queues": _queue_states(session, rows),
+        },
     )
 
 

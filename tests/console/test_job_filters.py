@@ -60,3 +60,19 @@ def test_a_value_the_form_cannot_send_is_refused(
     answer = console.get("/console/jobs", params=filters)
     assert answer.status_code in (404, 422)
     assert f"<code data-error-code>{code}</code>" in answer.text
+
+
+def test_queues_show_the_live_workers_that_consume_them(
+    console: httpx.Client, console_world: ConsoleWorld
+) -> None:
+    from pagemill.settings import get_settings
+
+    prepare = get_settings().queue("prepare")
+    for page in ("/console/workers", "/console/stuck"):
+        answer = console.get(page)
+        assert answer.status_code == 200
+        row = re.search(rf"<code>{re.escape(prepare)}</code>.*?</tr>", answer.text, re.S)
+        assert row is not None, page
+        # The session's worker consumes prepare, ocr, finalize and webhooks.
+        live = re.findall(r'<td class="num">(\d+)', row.group(0))
+        assert int(live[1]) >= 1, row.group(0)
