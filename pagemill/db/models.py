@@ -129,6 +129,9 @@ class Job(TimestampMixin, Base):
     furniture: Mapped[str] = mapped_column(
         String(16), default="separate", server_default="separate"
     )
+    # Data read from the document beside its Markdown: "invoice" (pagemill.invoices), which
+    # finalize writes to invoice.json; None: Markdown only.
+    extract: Mapped[str | None] = mapped_column(String(16))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set when a purge begins (pagemill.jobs.purge): from then on no result is served and
@@ -150,6 +153,7 @@ class Job(TimestampMixin, Base):
         Index(None, "finished_at", postgresql_where=text("purged_at IS NULL")),
         CheckConstraint("pages_total > 0", name="pages_total_positive"),
         CheckConstraint("furniture IN ('separate', 'inline', 'drop')", name="furniture_known"),
+        CheckConstraint("extract IN ('invoice')", name="extract_known"),
         CheckConstraint(
             "source_url IS NOT NULL OR source_sha256 IS NOT NULL",
             name="source_uploaded_or_by_url",
