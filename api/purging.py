@@ -21,7 +21,7 @@ class RemovedOut(BaseModel):
     bytes: int
     by_kind: dict[str, int] = Field(
         description="Objects removed by kind: source, page_image, page_pdf, page_markdown, "
-        "document, manifest, other."
+        "page_blocks, document, manifest, other."
     )
 
 

@@ -49,8 +49,8 @@ class PurgeReport:
     job_id: uuid.UUID
     objects: int = 0
     bytes: int = 0
-    # Objects removed by kind: source, page_image, page_pdf, page_markdown, document,
-    # manifest, other.
+    # Objects removed by kind: source, page_image, page_pdf, page_markdown, page_blocks,
+    # document, manifest, other.
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -64,7 +64,12 @@ def object_kind(relative_key: str) -> str:
         return "manifest"
     if relative_key.startswith("pages/"):
         suffix = relative_key.rsplit(".", 1)[-1]
-        kinds = {"png": "page_image", "pdf": "page_pdf", "md": "page_markdown"}
+        kinds = {
+            "png": "page_image",
+            "pdf": "page_pdf",
+            "md": "page_markdown",
+            "json": "page_blocks",
+        }
         return kinds.get(suffix, "other")
     return "other"
 

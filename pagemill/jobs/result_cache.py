@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from minio.error import S3Error
-from sqlalchemy import inspect
+from sqlalchemy import func, inspect
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Job, Page
@@ -154,7 +154,7 @@ def reuse(session: Session, store: ObjectStore, job: Job, hit: CacheHit) -> bool
             store.remove_objects(copied)
         return False
     job.status = JobStatus.running
-    job.started_at = datetime.now(UTC)
+    job.started_at = func.now()  # the transaction's time, as finished_at will be
     job.cached_from = hit.source.id
     job.quote_usd = Decimal(0)
     session.add(job)
