@@ -76,3 +76,14 @@ def test_queues_show_the_live_workers_that_consume_them(
         # The session's worker consumes prepare, ocr, finalize and webhooks.
         live = re.findall(r'<td class="num">(\d+)', row.group(0))
         assert int(live[1]) >= 1, row.group(0)
+
+
+def test_pages_refuse_framing_and_foreign_script(
+    console: httpx.Client, console_world: ConsoleWorld
+) -> None:
+    for page in ("/console/jobs", f"/console/jobs/{console_world.scanned_job}", "/console/login"):
+        headers = console.get(page).headers
+        policy = headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy, page
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["cache-control"] == "no-store"
