@@ -1,4 +1,10 @@
-"""One converted document against its ground truth, with the metrics of `pagemill.quality`."""
+"""One converted document against its ground truth, with the metrics of `pagemill.quality`.
+
+The reference table is one table of the page (an invoice's line items); the output may
+hold others before it (header fields, addresses laid out side by side, a VAT summary).
+It is compared with the output's table that agrees with it best, so a page read into
+several tables is scored on its line items, not on whichever table came first.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli.evaluation.discovery import GroundTruth, load_invoice_fields
+from pagemill.quality.checks import find_tables
 from pagemill.quality.metrics import (
     FieldRecall,
     TableAgreement,
@@ -42,7 +49,23 @@ def score_document(markdown: str, truth: GroundTruth) -> DocumentScores:
             if truth.invoice_fields is None
             else invoice_field_recall(markdown, load_invoice_fields(truth.invoice_fields))
         ),
-        table=None if table_reference is None else table_agreement(markdown, table_reference),
+        table=None if table_reference is None else best_table_agreement(markdown, table_reference),
+    )
+
+
+def best_table_agreement(markdown: str, reference: str) -> TableAgreement:
+    """The agreement of the output's table closest to the reference (cells first); with no
+    table in the output, the agreement of nothing (zero)."""
+    lines = markdown.splitlines()
+    tables = [
+        "\n".join(lines[table.first_line - 1 : table.first_line - 1 + len(table.rows)])
+        for table in find_tables(markdown)
+    ]
+    if not tables:
+        return table_agreement(markdown, reference)
+    return max(
+        (table_agreement(table, reference) for table in tables),
+        key=lambda agreement: (agreement.cells, agreement.rows, agreement.columns),
     )
 
 
