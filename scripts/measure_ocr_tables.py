@@ -39,7 +39,7 @@ from cli.evaluation.scoring import best_table_agreement
 from pagemill.quality.metrics import TableAgreement
 from worker.engines.ocr_boxes import Line, rows_of
 from worker.engines.ocr_layout import page_markdown
-from worker.engines.ocr_tables import _column_containing, _nearest_column, _table_columns
+from worker.engines.ocr_table_cells import column_containing, nearest_column, table_columns
 from worker.engines.rapidocr import read_lines
 
 
@@ -95,15 +95,15 @@ def layout_tables(png: bytes, lines: list[Line], confidence: float) -> str:
             continue
         rows = [[block for block in row if isinstance(block, Line)] for row in rows_of(inside)]
         spans = [(w.box.x0, w.box.x1) for row in rows for line in row for w in line.words]
-        columns = _table_columns(spans, len(rows), h)
+        columns = table_columns(spans, len(rows), h)
         cells = []
         for row in rows:
             texts: list[list[str]] = [[] for _ in columns]
             for line in row:
                 for word in line.words:
-                    column = _column_containing(word.box, columns)
+                    column = column_containing(word.box, columns)
                     if column is None:
-                        column = _nearest_column(word.box, columns)
+                        column = nearest_column(word.box, columns)
                     texts[column].append(word.text)
             cells.append([" ".join(text) for text in texts])
         tables.append(_markdown(cells))
