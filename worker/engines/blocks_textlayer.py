@@ -4,7 +4,7 @@ PyMuPDF gives every word with its box and the line and block it sits in; the lin
 font sizes tell headings from body text. Where the text layer engine ran its layout
 model (pymupdf4llm), its regions are passed in and give the blocks, their kinds
 (headings, tables, running headers and footers) and their reading order at no extra
-cost; a table region's cells come from PyMuPDF's table finder on that region alone.
+cost; a table region's cells come from where its words stand (`blocks_grid`).
 Without regions (the plain-text reading of a page too heavy for layout analysis, or a
 caller with only the PDF), blocks are PyMuPDF's own and tables are not looked for.
 
@@ -23,6 +23,7 @@ from typing import Any
 import pymupdf
 
 from pagemill.documents.blocks import Block, BlockKind, Box, Line, PageBlocks, Word
+from worker.engines.blocks_grid import grid_cells
 
 # A line whose font is this much larger than the page's body text is a heading, when its
 # block is short: a heading is a few words on a line or two.
@@ -77,7 +78,7 @@ def blocks_from_text_layer(
         if layout is None:
             blocks = _blocks_by_pymupdf(lines, body_size)
         else:
-            blocks = _blocks_by_layout(page, lines, layout, body_size)
+            blocks = _blocks_by_layout(lines, layout, body_size)
         return PageBlocks(
             page=page_number,
             width_pt=round(page.rect.width, 2),
@@ -135,7 +136,6 @@ def _blocks_by_pymupdf(lines: Sequence[_TextLine], body_size: float) -> list[Blo
 
 
 def _blocks_by_layout(
-    page: pymupdf.Page,
     lines: Sequence[_TextLine],
     layout: Sequence[LayoutRegion],
     body_size: float,
@@ -156,7 +156,7 @@ def _blocks_by_layout(
             continue
         kind = _LAYOUT_KINDS.get(region.kind)
         if kind is BlockKind.TABLE:
-            blocks.extend(_table_blocks(page, region.box, region_lines))
+            blocks.extend(_table_blocks(region.box, region_lines))
         else:
             blocks.append(_text_block(region_lines, body_size, kind))
     blocks.extend(_text_block(group, body_size, None) for group in strays.values())
@@ -194,77 +194,14 @@ def _region_of(box: Box, layout: Sequence[LayoutRegion]) -> int | None:
 # --- tables --------------------------------------------------------------------------------
 
 
-def _table_blocks(page: pymupdf.Page, region: Box, lines: Sequence[_TextLine]) -> list[Block]:
-    """The table, then its cells with their row and column; the table alone when PyMuPDF's
-    table finder finds no grid in the region."""
+def _table_blocks(region: Box, lines: Sequence[_TextLine]) -> list[Block]:
+    """The table, then its cells with their row and column (worker.engines.blocks_grid)."""
     table = Block(
         kind=BlockKind.TABLE,
         box=_union([region, *(line.line.box for line in lines)]),
         lines=[line.line for line in lines],
     )
-    words = [word for line in lines for word in line.line.words]
-    cells = [
-        cell
-        for row, column, box in _table_cells(page, region)
-        if (cell := _cell_block(row, column, box, words)) is not None
-    ]
-    return [table, *_compacted(cells)]
-
-
-def _compacted(cells: Sequence[Block]) -> list[Block]:
-    """Rows and columns numbered over those that hold text: the finder's grid has empty
-    rows between the text rows where rules or spacing cut it finer than the words."""
-    rows = {row: index for index, row in enumerate(sorted({c.row or 0 for c in cells}))}
-    columns = {col: index for index, col in enumerate(sorted({c.column or 0 for c in cells}))}
-    return [
-        cell.model_copy(update={"row": rows[cell.row or 0], "column": columns[cell.column or 0]})
-        for cell in cells
-    ]
-
-
-def _table_cells(page: pymupdf.Page, region: Box) -> list[tuple[int, int, Box]]:
-    """Cells (row, column, box on the shown page) of the grid found in the region: ruled
-    lines first, else the words' alignment. The layout model has already said there is a
-    table here, so its own (costly) gate is not run again."""
-    clip = pymupdf.Rect(region) * page.derotation_matrix
-    for strategy in ("lines", "text"):
-        found = page.find_tables(clip=clip, strategy=strategy, use_layout=False).tables
-        if found:
-            grid = max(found, key=lambda t: t.row_count * t.col_count)
-            return [
-                (r, c, _as_box(pymupdf.Rect(cell) * page.rotation_matrix))
-                for r, row in enumerate(grid.rows)
-                for c, cell in enumerate(row.cells)
-                if cell is not None
-            ]
-    return []
-
-
-def _cell_block(row: int, column: int, box: Box, words: Sequence[Word]) -> Block | None:
-    inside = [
-        w for w in words if _contains(box, (w.box[0] + w.box[2]) / 2, (w.box[1] + w.box[3]) / 2)
-    ]
-    if not inside:
-        return None
-    return Block(
-        kind=BlockKind.TABLE_CELL,
-        box=box,
-        lines=[_line(line_words) for line_words in _rows_of_words(inside)],
-        row=row,
-        column=column,
-    )
-
-
-def _rows_of_words(words: Sequence[Word]) -> list[list[Word]]:
-    """Words of one cell in lines: a word whose middle is below the line's box starts a new one."""
-    rows: list[list[Word]] = []
-    for word in sorted(words, key=lambda w: (w.box[1], w.box[0])):
-        middle = (word.box[1] + word.box[3]) / 2
-        if rows and middle <= max(w.box[3] for w in rows[-1]):
-            rows[-1].append(word)
-        else:
-            rows.append([word])
-    return [sorted(row, key=lambda w: w.box[0]) for row in rows]
+    return [table, *grid_cells([line.line for line in lines])]
 
 
 # --- boxes ---------------------------------------------------------------------------------
