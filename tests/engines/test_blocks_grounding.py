@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pymupdf
+import pytest
 
 from pagemill.documents.blocks import BlockKind
+from worker.engines.base import PageFacts, PageInput
+from worker.engines.vllm.engine import VllmEngine
 from worker.engines.vllm.grounding import blocks_from_grounding, png_size
+from worker.engines.vllm.profiles import get_profile
 
 # What DeepSeek-OCR writes in grounding mode (from its model card's examples), and a table.
 GROUNDED = (
@@ -58,3 +62,28 @@ def test_png_size_reads_the_header() -> None:
     pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 37, 53), False)
     assert png_size(pixmap.tobytes("png")) == (37, 53)
     assert png_size(b"GIF89a...") is None
+
+
+@pytest.mark.parametrize(("profile", "grounded"), [("deepseek-ocr", True), ("olmocr-2", False)])
+def test_the_vllm_engine_gives_blocks_only_for_a_grounding_profile(
+    profile: str, grounded: bool
+) -> None:
+    # Rendered at 144 dpi, an A4 page is 1190 x 1684 px: the blocks' page is its size in points.
+    engine = VllmEngine(profile=get_profile(profile))
+    try:
+        png = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 1190, 1684), False).tobytes("png")
+        page = PageInput(PageFacts.image_only(2, 595.0, 842.0), png, 144)
+        blocks = engine._blocks(GROUNDED, page)
+    finally:
+        engine.shutdown(0)
+    if not grounded:
+        assert blocks is None
+        return
+    assert blocks is not None
+    assert (blocks.page, blocks.engine, blocks.width_pt, blocks.height_pt) == (
+        2,
+        "vllm",
+        round(1190 * 72 / 144, 2),
+        round(1684 * 72 / 144, 2),
+    )
+    assert blocks.blocks[0].text == "Invoice 2041"
