@@ -13,6 +13,7 @@ from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
 from api.routes import jobs, ops, usage, webhooks
 from api.routes.blocks import router as blocks_router
+from api.routes.invoices import router as invoices_router
 from pagemill.documents.sandbox import start_fork_server
 from pagemill.settings import get_settings
 
@@ -38,6 +39,7 @@ def create_app() -> FastAPI:
     get_rate_limiter()  # built before the first request, not by many requests at once
     app.include_router(jobs.router)
     app.include_router(blocks_router)
+    app.include_router(invoices_router)
     app.include_router(webhooks.router)
     app.include_router(usage.router)
     # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pagemill.documents.blocks import PageBlocks
 from pagemill.documents.inspect import inspect_document
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.engines.catalog import DEFAULT_OCR_ENGINE
+from pagemill.invoices import extract_invoices
 from pagemill.quality.furniture import FurnitureMode
 from worker.engines.base import EngineResult, PageInput
 from worker.engines.registry import get_engine, render_dpi_for
@@ -57,6 +59,7 @@ def convert_file(
     furniture: FurnitureMode = FurnitureMode.separate,
     on_page: Callable[[ConvertedPage], None] | None = None,
     on_page_count: Callable[[int], None] | None = None,
+    extract: str | None = None,
 ) -> ConvertedDocument:
     info = inspect_document(source)
     numbers = parse_page_selection(pages, info.page_count)
@@ -70,6 +73,7 @@ def convert_file(
     converted: list[ConvertedPage] = []
     manifest_pages: list[dict[str, Any]] = []
     markdown_by_page: list[tuple[int, str | None]] = []
+    blocks_by_page: list[PageBlocks] = []
     dpi = render_dpi_for(OCR_ENGINE)
     for rendered in render_pages(source, info.kind, numbers, dpi, MAX_RENDER_PIXELS):
         page_input = PageInput(
@@ -90,6 +94,8 @@ def convert_file(
         if rendered.image_png is not None:
             (pages_dir / f"{number}.png").write_bytes(rendered.image_png)
         markdown_by_page.append((number, markdown))
+        if extract is not None and blocks is not None:
+            blocks_by_page.append(blocks)
         page = ConvertedPage(
             number=number,
             engine=assessed.engine,
@@ -127,6 +133,9 @@ def convert_file(
         "pages": manifest_pages,
     }
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if extract == "invoice":
+        invoices = extract_invoices(blocks_by_page)
+        (target / "invoice.json").write_text(invoices.model_dump_json(indent=2) + "\n")
     return ConvertedDocument(name=source.stem, directory=target, pages=converted)
 
 

@@ -24,6 +24,7 @@ from cli.evaluation.evaluate import (
     plan_evaluation,
     run_evaluation,
 )
+from cli.evaluation.invoices import invoice_scores_by_group, rates_table
 from cli.evaluation.report import aggregates_table, documents_table, results_json
 from cli.evaluation.runner import DocumentRun
 from cli.evaluation.thresholds import (
@@ -73,6 +74,9 @@ def evaluate_command(
     checks = check_thresholds(thresholds, groups)
     _print_wide(documents_table(evaluation.runs))
     _print_wide(aggregates_table(groups))
+    invoice_groups = invoice_scores_by_group(evaluation.runs)
+    if invoice_groups:
+        _print_wide(rates_table(invoice_groups))
     discarded = None if work_dir is not None else work
     results = results_json(evaluation, checks, discarded=discarded)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,12 @@ def convert(
             "listed in manifest.json), inline or drop."
         ),
     ] = "separate",
+    extract: Annotated[
+        str | None,
+        typer.Option(
+            help="invoice: also read the invoice's fields, line items and checks into invoice.json."
+        ),
+    ] = None,
 ) -> None:
     """Convert documents here, in this process, with no servers."""
     from cli.convert import convert_file
@@ -61,6 +67,8 @@ def convert(
         raise typer.BadParameter(
             "furniture must be separate, inline or drop", param_hint="--furniture"
         )
+    if extract not in (None, "invoice"):
+        raise typer.BadParameter("extract must be invoice", param_hint="--extract")
     failures = 0
     for source in files:
         with _progress() as progress:
@@ -81,6 +89,7 @@ def convert(
                     furniture=FurnitureMode(furniture),
                     on_page_count=set_total,
                     on_page=advance,
+                    extract=extract,
                 )
             except (DocumentRejected, PageRangeError) as error:
                 failures += 1

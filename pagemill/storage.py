@@ -89,6 +89,11 @@ class JobKeys:
     def manifest(self) -> str:
         return f"{self.prefix}/manifest.json"
 
+    @property
+    def invoice(self) -> str:
+        """The invoice data of a job with extract=invoice (pagemill.invoices.InvoiceDocument)."""
+        return f"{self.prefix}/invoice.json"
+
 
 @dataclass(frozen=True)
 class StoredObject:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cli.evaluation.aggregate import METRICS, Aggregate
 from cli.evaluation.evaluate import Evaluation
+from cli.evaluation.invoices import invoice_scores_by_group, summary_json
 from cli.evaluation.runner import DocumentRun
 from cli.evaluation.thresholds import ThresholdCheck
 from pagemill.quality.score import Verdict, job_verdict
@@ -35,6 +36,7 @@ def results_json(
         "documents": [_document_json(run, path) for run in evaluation.runs],
         "aggregates": {group: found.as_json() for group, found in evaluation.groups().items()},
         "thresholds": [check.as_json() for check in checks],
+        "invoice_extraction": summary_json(invoice_scores_by_group(evaluation.runs)),
         "notes": evaluation.notes,
     }
 
@@ -55,6 +57,7 @@ def _document_json(run: DocumentRun, path: Callable[[Path | None], str | None]) 
         "error": run.error,
         "seconds": round(run.seconds, 3),
         "pages": [dataclasses.asdict(page) for page in run.pages],
+        "invoice": None if run.invoice is None else run.invoice.as_json(),
         "scores": None
         if scores is None
         else {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cli.convert import convert_file
 from cli.evaluation.discovery import EvalCase
+from cli.evaluation.invoices import InvoiceScore, score_invoice_file
 from cli.evaluation.scoring import DocumentScores, score_document
 
 
@@ -35,6 +36,7 @@ class DocumentRun:
     markdown_path: Path | None
     scores: DocumentScores | None  # None when the document could not be converted
     error: str | None = None
+    invoice: InvoiceScore | None = None  # where the reference holds invoice fields
 
 
 def run_case(case: EvalCase, index: int, work_dir: Path, engine: str) -> DocumentRun:
@@ -43,7 +45,8 @@ def run_case(case: EvalCase, index: int, work_dir: Path, engine: str) -> Documen
     out_dir = work_dir / f"{index:03d}-{_slug(case.name)}"
     started = time.perf_counter()
     try:
-        converted = convert_file(case.document, out_dir, engine=engine)
+        extract = "invoice" if case.truth.invoice_fields is not None else None
+        converted = convert_file(case.document, out_dir, engine=engine, extract=extract)
     # A document that breaks the pipeline is a finding to report with the others, not a
     # reason to lose the rest of the run.
     except Exception as error:
@@ -64,6 +67,9 @@ def run_case(case: EvalCase, index: int, work_dir: Path, engine: str) -> Documen
         seconds=seconds,
         markdown_path=markdown_path,
         scores=score_document(markdown, case.truth),
+        invoice=None
+        if case.truth.invoice_fields is None
+        else score_invoice_file(converted.directory / "invoice.json", case.truth.invoice_fields),
     )
 
 

@@ -24,6 +24,7 @@ from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.pipeline import assemble_document
 from worker.stages.context import StageContext
+from worker.stages.invoice import store_invoice
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,11 @@ def finalize_job(
         pages = repository.list_pages(session, job_id)
     manifest = build_manifest(job, pages)
     ctx.store.put_bytes(keys.manifest, json.dumps(manifest, indent=2).encode(), "application/json")
-    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, [keys.document, keys.manifest]):
+    if job.extract == "invoice":
+        succeeded = [page.number for page in pages if page.status is PageStatus.succeeded]
+        store_invoice(ctx.store, job_id, succeeded)
+    written = [keys.document, keys.manifest, keys.invoice]
+    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written):
         return None
     failed = [page for page in pages if page.status is PageStatus.failed]
     status = JobStatus.failed if failed else JobStatus.succeeded
