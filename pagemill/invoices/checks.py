@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import date
 from decimal import Decimal
 
+from pagemill.invoices.items import mentions_inclusion
 from pagemill.invoices.schemas import (
     Check,
     CheckStatus,
@@ -67,28 +68,48 @@ def _line_items_sum(invoice: Invoice) -> Check:
     ]
     if not counted:
         return _not_applicable(name, "no line item amounts")
-    total = sum((Decimal(item.amount.value) for _, item in counted if item.amount), Decimal(0))
-    item_fields = [f"line_items[{index}].amount" for index, _ in counted]
+    unread = [
+        index + 1
+        for index, item in enumerate(invoice.line_items)
+        if not item.included_in_previous and item.amount is None
+    ]
+    if unread:
+        return _not_applicable(name, f"no amount read on line {unread[0]}")
     # Lines are printed net (summing to the subtotal) or with their tax (to the total).
     targets = [(field, _amount(invoice.fields.get(field))) for field in ("subtotal", "total")]
     present = [(field, value) for field, value in targets if value is not None]
     if not present:
         return _not_applicable(name, "neither a subtotal nor a total")
-    for field, value in present:
-        if _close(total, value, len(counted)):
-            return Check(
-                name=name,
-                status=CheckStatus.PASSED,
-                fields=[*item_fields, field],
-                detail=f"line items sum to {total}, the {field}",
-            )
+    readings = [(counted, "")]
+    maybe_included = [index for index, item in counted if mentions_inclusion(item)]
+    if maybe_included:
+        without = [(index, item) for index, item in counted if index not in maybe_included]
+        lines = ", ".join(str(index + 1) for index in maybe_included)
+        readings.append((without, f" (line {lines} taken as part of the line above)"))
+    for lines_read, note in readings:
+        total = _sum_amounts(lines_read)
+        for field, value in present:
+            if _close(total, value, len(lines_read)):
+                return Check(
+                    name=name,
+                    status=CheckStatus.PASSED,
+                    fields=[*(f"line_items[{index}].amount" for index, _ in lines_read), field],
+                    detail=f"line items sum to {total}, the {field}{note}",
+                )
     said = ", ".join(f"{field} {value}" for field, value in present)
     return Check(
         name=name,
         status=CheckStatus.FAILED,
-        fields=[*item_fields, *(field for field, _ in present)],
-        detail=f"line items sum to {total}; printed: {said}",
+        fields=[
+            *(f"line_items[{index}].amount" for index, _ in counted),
+            *(field for field, _ in present),
+        ],
+        detail=f"line items sum to {_sum_amounts(counted)}; printed: {said}",
     )
+
+
+def _sum_amounts(lines: list[tuple[int, LineItem]]) -> Decimal:
+    return sum((Decimal(item.amount.value) for _, item in lines if item.amount), Decimal(0))
 
 
 def _subtotal_plus_tax(invoice: Invoice) -> Check:

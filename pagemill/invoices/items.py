@@ -331,9 +331,22 @@ def _continue_description(item: LineItem, tokens: list[Token]) -> None:
     )
 
 
+def mentions_inclusion(item: LineItem) -> bool:
+    """A row without a unit price whose text says "incl." anywhere: perhaps a part of the
+    row above (a levy, a deposit), perhaps an item; the sum check tries both."""
+    if item.unit_price is not None or item.description is None:
+        return False
+    text = " " + normalise_label(item.description.value) + " "
+    return any(f" {marker}" in text for marker in ITEM_INCLUDED_MARKERS)
+
+
 def _mark_included(items: list[LineItem]) -> None:
     for position, item in enumerate(items):
         if position == 0 or item.unit_price is not None or item.description is None:
             continue
-        text = normalise_label(item.description.value) + " "
-        item.included_in_previous = text.startswith(ITEM_INCLUDED_MARKERS)
+        # The marker starts the row's text, or one of its lines or sentences: OCR may
+        # read a note printed beside it first ("Serial no: 123. Incl. recycling fee").
+        parts = re.split(r"\n|\.\s+", item.description.value)
+        item.included_in_previous = any(
+            (normalise_label(part) + " ").startswith(ITEM_INCLUDED_MARKERS) for part in parts
+        )

@@ -8,6 +8,7 @@ words is wider than the line is tall makes both read the same.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pagemill.documents.blocks import BlockKind, Box, Line, PageBlocks, Word
@@ -18,6 +19,8 @@ SEGMENT_GAP_HEIGHTS = 1.5
 # 600-point line) is left alone.
 MIN_SLOPE_LINES = 3
 MIN_SLOPE = 0.002
+# With this many measured lines the tilt is fitted against the height on the page.
+MIN_FIT_LINES = 6
 
 
 @dataclass
@@ -67,32 +70,45 @@ def page_segments(page: PageBlocks) -> list[Segment]:
         for line in block.lines:
             segments.extend(_cut_line(line, page.page))
     segments = [segment for segment in segments if segment.text.strip()]
-    slope = page_slope(segments)
+    tilt = page_tilt(segments)
     for segment in segments:
-        segment.level = slope * (segment.box[0] + segment.box[2]) / 2
+        segment.level = tilt(segment.centre_y) * (segment.box[0] + segment.box[2]) / 2
     segments.sort(key=lambda segment: (round(segment.top), segment.box[0]))
     return segments
 
 
-def page_slope(segments: list[Segment]) -> float:
-    """The page's tilt as dy/dx: the median slope of the words along its longer lines.
+def page_tilt(segments: list[Segment]) -> Callable[[float], float]:
+    """The page's tilt (dy/dx) at a height on the page, from the words along its longer
+    lines: a straight line through their slopes against their height.
 
     A scan fed in askew by two degrees drops a value at the right margin by 15 points
-    against its label at the left, more than a line's height. Text layers and levelled
-    scans give 0."""
-    slopes = []
-    for segment in segments:
-        words = segment.words
-        if len(words) < 3 or segment.box[2] - segment.box[0] < 4 * segment.height:
-            continue
-        first, last = words[0].box, words[-1].box
-        run = (last[0] + last[2]) / 2 - (first[0] + first[2]) / 2
-        if run > 0:
-            slopes.append(((last[1] + last[3]) - (first[1] + first[3])) / 2 / run)
-    if len(slopes) < MIN_SLOPE_LINES:
-        return 0.0
-    slope = statistics.median(slopes)
-    return slope if abs(slope) >= MIN_SLOPE else 0.0
+    against its label at the left, more than a line's height; a photo taken at an angle
+    tilts its lines more at one end of the page than at the other. Text layers and
+    levelled scans give 0."""
+    measured = [(segment.centre_y, slope) for segment in segments if (slope := _slope(segment))]
+    if len(measured) < MIN_SLOPE_LINES:
+        return lambda _y: 0.0
+    slopes = [slope for _, slope in measured]
+    if abs(statistics.median(slopes)) < MIN_SLOPE and max(map(abs, slopes)) < 2 * MIN_SLOPE:
+        return lambda _y: 0.0
+    heights = [y for y, _ in measured]
+    if len(measured) < MIN_FIT_LINES or statistics.pstdev(heights) == 0:
+        median = statistics.median(slopes)
+        return lambda _y: median
+    fit = statistics.linear_regression(heights, slopes)
+    low, high = min(slopes), max(slopes)
+    return lambda y: min(high, max(low, fit.intercept + fit.slope * y))
+
+
+def _slope(segment: Segment) -> float | None:
+    words = segment.words
+    if len(words) < 3 or segment.box[2] - segment.box[0] < 4 * segment.height:
+        return None
+    first, last = words[0].box, words[-1].box
+    run = (last[0] + last[2]) / 2 - (first[0] + first[2]) / 2
+    if run <= 0:
+        return None
+    return ((last[1] + last[3]) - (first[1] + first[3])) / 2 / run
 
 
 def _cut_line(line: Line, page: int) -> list[Segment]:

@@ -53,8 +53,11 @@ def altered(name: str, changes: dict[str, str]) -> pymupdf.Document:
     return document
 
 
-def written_page(lines: Sequence[tuple[float, float, str]], page: int = 1) -> PageBlocks:
-    """A page whose lines are given as (x, y, text); words 5 pt a character, 10 pt tall."""
+def written_page(
+    lines: Sequence[tuple[float, float, str]], page: int = 1, tilt: float = 0.0
+) -> PageBlocks:
+    """A page whose lines are given as (x, y, text); words 5 pt a character, 10 pt tall,
+    each dropped by `tilt` points per point from the left edge (a skewed scan)."""
     blocks = []
     for x, y, text in lines:
         words = []
@@ -63,9 +66,15 @@ def written_page(lines: Sequence[tuple[float, float, str]], page: int = 1) -> Pa
             if not token:
                 cursor += 5
                 continue
-            words.append(Word(text=token, box=(cursor, y, cursor + 5 * len(token), y + 10)))
+            top = y + tilt * cursor
+            words.append(Word(text=token, box=(cursor, top, cursor + 5 * len(token), top + 10)))
             cursor += 5 * len(token) + 5
-        box = (x, y, cursor - 5, y + 10)
+        box = (
+            x,
+            min(word.box[1] for word in words),
+            cursor - 5,
+            max(word.box[3] for word in words),
+        )
         line = Line(text=" ".join(word.text for word in words), box=box, words=words)
         blocks.append(Block(kind=BlockKind.TEXT, box=box, lines=[line]))
     return PageBlocks(page=page, width_pt=595, height_pt=842, engine="test", blocks=blocks)
