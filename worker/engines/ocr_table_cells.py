@@ -1,4 +1,4 @@
-"""A table's cells: columns from where the words stand, rows cut into cells, rows joined.
+"""A table's cells: columns from where the words stand, rows cut into cells.
 
 Boxes are in image pixels and gaps in units of the page's median line height h, as in
 `ocr_tables`, which finds the rows of a table and hands them here.
@@ -11,12 +11,6 @@ from collections.abc import Sequence
 
 from worker.engines.ocr_boxes import Box, Line, Word
 
-# A row without amounts right under a row of the table, as close as the lines of a
-# paragraph, is the wrapped text of that row's cells ("10 48 MB/s Memory Card").
-_WRAP_GAP_H = 0.5
-# A cell is an amount when at least half its letters and digits are digits
-# ("$ 42.00", "1.00 kg", "14.50%"), a column of amounts when half its cells or more are.
-_AMOUNT_DIGITS = 0.5
 # Word boxes come from the recogniser's character positions and are loose: cells
 # merged into one line ("0.00 15.00%") are 0.2 h apart at the least.
 _TABLE_GUTTER_H = 0.15
@@ -53,56 +47,6 @@ def _spans_gutter(left: float, right: float, columns: Sequence[tuple[float, floa
         if covered >= 0.5 * (gutter_right - gutter_left):
             return True
     return False
-
-
-def with_wrapped_rows_joined(
-    cells: list[tuple[str, ...]], rows: Sequence[Sequence[Line]], full: Sequence[bool], h: float
-) -> list[tuple[str, ...]]:
-    """Rows holding no amount where the table has amounts, set right under a row of the
-    table at a paragraph's line spacing, joined cell by cell to the row above."""
-    amounts = _amount_columns(
-        [row for row, is_full in zip(cells, full, strict=True) if is_full][1:]
-    )
-    joined = [cells[0]]
-    # Only into a row with amounts (an item): never into the header or a section label,
-    # which the next label or item often follows as closely.
-    joinable = False
-    for index in range(1, len(rows)):
-        gap = min(line.box.y0 for line in rows[index]) - max(
-            line.box.y1 for line in rows[index - 1]
-        )
-        has_amount = any(_is_amount(cells[index][column]) for column in amounts)
-        if joinable and not has_amount and gap <= _WRAP_GAP_H * h:
-            joined[-1] = tuple(
-                f"{above} {below}".strip()
-                for above, below in zip(joined[-1], cells[index], strict=True)
-            )
-        else:
-            joined.append(cells[index])
-            joinable = has_amount and full[index]
-    return joined
-
-
-def _amount_columns(body: Sequence[tuple[str, ...]]) -> list[int]:
-    if not body:
-        return []
-    columns = []
-    for index in range(len(body[0])):
-        filled = [row[index] for row in body if row[index]]
-        if filled and sum(map(_is_number, filled)) >= len(filled) / 2:
-            columns.append(index)
-    return columns
-
-
-def _is_amount(cell: str) -> bool:
-    """A cell that is or holds an amount ("Subtotal $ 112.00" holds one)."""
-    return any(_is_number(token) for token in cell.split())
-
-
-def _is_number(text: str) -> bool:
-    digits = sum(ch.isdigit() for ch in text)
-    letters = sum(ch.isalpha() for ch in text)
-    return digits > 0 and digits >= _AMOUNT_DIGITS * (digits + letters)
 
 
 def without_sparse_columns(

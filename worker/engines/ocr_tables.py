@@ -3,7 +3,8 @@
 The recogniser gives lines, not cells: a row of a table is a visual row of three or
 more line boxes, and two close cells often come as one line ("0.00 15.00%"), so the
 columns are found from where the words stand, over the table's fullest rows
-(`ocr_table_cells`, which also cuts the rows into cells and joins wrapped lines).
+(`ocr_table_cells`, which also cuts the rows into cells). A wrapped description stays
+a row of its own, as the born-digital page's table and text layer give it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from worker.engines.ocr_boxes import Line, Table, rows_of, union
 from worker.engines.ocr_table_cells import (
     row_cells,
     table_columns,
-    with_wrapped_rows_joined,
     without_sparse_columns,
     word_runs,
 )
@@ -135,7 +135,6 @@ def _table_from_rows(rows: Sequence[Sequence[Line]], h: float) -> Table | None:
     table_rows = without_sparse_columns([row_cells(row, columns) for row in rows], full)
     if len(table_rows[0]) < _TABLE_MIN_CELLS:
         return None
-    table_rows = with_wrapped_rows_joined(table_rows, rows, full, h)
     box = union([line.box for row in rows for line in row])
     return Table(tuple(table_rows), box)
 
