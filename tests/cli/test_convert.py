@@ -82,7 +82,7 @@ def test_convert_pages_and_bad_input(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     pages = sorted(p.name for p in (tmp_path / "invoice-multipage" / "pages").iterdir())
-    assert pages == ["2.md", "2.png"]
+    assert pages == ["2.json", "2.md", "2.png"]
     bogus = tmp_path / "notes.pdf"
     bogus.write_text("plain text, not a PDF")
     result = subprocess.run(
