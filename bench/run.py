@@ -26,7 +26,16 @@ from typing import Any
 from bench.common import ROOT, Plan, machine, tool_version
 from bench.stack import BENCH_ENV, configure_env
 
-FIGURES = ("routing", "rendering", "cpu_ocr", "orchestration", "quotes", "gpu", "projection")
+FIGURES = (
+    "routing",
+    "rendering",
+    "cpu_ocr",
+    "invoice_extraction",
+    "orchestration",
+    "quotes",
+    "gpu",
+    "projection",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,10 +67,20 @@ def main(argv: list[str] | None = None) -> int:
             errors[name] = traceback.format_exc()
             log(f"{name} failed:\n{errors[name]}")
 
-    from bench import cpu_ocr, gpu, orchestration, projection, quotes, rendering, routing
+    from bench import (
+        cpu_ocr,
+        gpu,
+        invoice_extraction,
+        orchestration,
+        projection,
+        quotes,
+        rendering,
+        routing,
+    )
     from bench.stack import services_up
 
     attempt("routing", lambda: routing.run(plan, log))
+    attempt("invoice_extraction", lambda: invoice_extraction.run(plan, log))
     with services_up(workdir) as stack:
         attempt("rendering", lambda: rendering.run(plan, log))
         attempt("cpu_ocr", lambda: cpu_ocr.run(plan, log))
