@@ -34,6 +34,9 @@ from tests.support import services
 SERVICES, API, W1, W2, W3 = "services", "api", "w1", "w2", "w3"
 ADDRESSES = {SERVICES: "198.18.0.1", API: "198.18.0.2", W1: "198.18.0.11", W2: "198.18.0.12"}
 SERVICES_ADDRESS = ADDRESSES[SERVICES]
+# Not 8333: the suite's own SeaweedFS serves there, and a second one on its ports would take
+# over the Unix sockets weed names by port.
+S3_PORT = 8433
 PG_URL = f"postgresql://postgres@{SERVICES_ADDRESS}:5432/pagemill"
 S3_ACCESS_KEY, S3_SECRET_KEY, S3_BUCKET = "multihost", "multihost-secret", "pagemill"
 API_URL = f"http://{ADDRESSES[API]}:8000"
@@ -42,7 +45,7 @@ CLUSTER_SETTINGS = {
     "PAGEMILL_ENVIRONMENT": "test",
     "PAGEMILL_DATABASE_URL": PG_URL.replace("postgresql://", "postgresql+psycopg://"),
     "PAGEMILL_BROKER_URL": f"redis://{SERVICES_ADDRESS}:6379/0",
-    "PAGEMILL_S3_ENDPOINT": f"{SERVICES_ADDRESS}:8333",
+    "PAGEMILL_S3_ENDPOINT": f"{SERVICES_ADDRESS}:{S3_PORT}",
     "PAGEMILL_S3_ACCESS_KEY": S3_ACCESS_KEY,
     "PAGEMILL_S3_SECRET_KEY": S3_SECRET_KEY,
     "PAGEMILL_S3_BUCKET": S3_BUCKET,
@@ -147,7 +150,9 @@ class Cluster:
         from minio import Minio
 
         with self.network.inside(SERVICES):
-            client = Minio(f"{SERVICES_ADDRESS}:8333", S3_ACCESS_KEY, S3_SECRET_KEY, secure=False)
+            client = Minio(
+                f"{SERVICES_ADDRESS}:{S3_PORT}", S3_ACCESS_KEY, S3_SECRET_KEY, secure=False
+            )
             return {
                 found.object_name: (found.etag, found.last_modified)
                 for found in client.list_objects(S3_BUCKET, prefix, recursive=True)
@@ -202,8 +207,8 @@ def _wait_sql(cluster: Cluster, timeout_s: float) -> None:
 def _s3_ready(cluster: Cluster) -> bool:
     try:
         with cluster.network.inside(SERVICES):
-            return services.port_open(SERVICES_ADDRESS, 8333) and bool(
-                httpx.get(f"http://{SERVICES_ADDRESS}:8333/", timeout=1).status_code
+            return services.port_open(SERVICES_ADDRESS, S3_PORT) and bool(
+                httpx.get(f"http://{SERVICES_ADDRESS}:{S3_PORT}/", timeout=1).status_code
             )
     except httpx.HTTPError:
         return False
@@ -240,7 +245,8 @@ def _start_services(cluster: Cluster, initdb: str, postgres: str) -> None:
     weed.mkdir()
     cluster.start(
         SERVICES, "pm-services",
-        [services.weed_binary(), "mini", f"-dir={weed}", f"-ip={SERVICES_ADDRESS}"],
+        [services.weed_binary(), "mini", f"-dir={weed}", f"-ip={SERVICES_ADDRESS}",
+         *services.weed_socket_flags(weed), *services.weed_port_flags(S3_PORT - 8333)],
         env, name="seaweedfs",
     )  # fmt: skip
     _wait_sql(cluster, 60)

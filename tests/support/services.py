@@ -48,9 +48,10 @@ def weed_binary() -> str:
 def start_seaweedfs(data_dir: Path, access_key: str, secret_key: str) -> subprocess.Popen[bytes]:
     """`weed mini`: master, volume, filer and S3 gateway in one process, S3 on :8333."""
     env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+    env["TMPDIR"] = str(data_dir)  # where weed puts the sockets it has no flag for
     log = (data_dir / "weed.log").open("wb")
     process = subprocess.Popen(
-        [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1"],
+        [weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", *weed_socket_flags(data_dir)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -58,6 +59,42 @@ def start_seaweedfs(data_dir: Path, access_key: str, secret_key: str) -> subproc
     )
     wait_until(lambda: s3_ready(access_key, secret_key), 60, "SeaweedFS S3 on :8333")
     return process
+
+
+def weed_socket_flags(data_dir: Path) -> list[str]:
+    """Unix sockets inside the server's own directory.
+
+    By default `weed` puts them at /tmp/seaweedfs-<part>-<port>.sock, named by port only:
+    a second server on the same ports (another address, or another namespace) replaces the
+    first one's sockets, and the first then fails every upload.
+    """
+    filer_socket = data_dir / "filer.sock"
+    return [
+        f"-filer.localSocket={filer_socket}",
+        f"-s3.localFilerSocket={filer_socket}",
+        f"-s3.localSocket={data_dir / 's3.sock'}",
+    ]
+
+
+# `weed mini`'s listening ports; it also names Unix sockets in /tmp by port (the gRPC ones
+# have no flag), so a second server must shift every port, not just bind another address.
+WEED_DEFAULT_PORTS = {
+    "master.port": 9333,
+    "volume.port": 9340,
+    "filer.port": 8888,
+    "s3.port": 8333,
+    "admin.port": 23646,
+    "webdav.port": 7333,
+    "debug.port": 6060,
+    "s3.debug.port": 6061,
+    "s3.port.iceberg": 8181,
+    "s3.port.lance": 9101,
+}
+
+
+def weed_port_flags(offset: int) -> list[str]:
+    """Every port of a second `weed mini` moved by `offset`: its S3 is on 8333 + offset."""
+    return [f"-{name}={port + offset}" for name, port in WEED_DEFAULT_PORTS.items()]
 
 
 def s3_ready(access_key: str, secret_key: str) -> bool:
