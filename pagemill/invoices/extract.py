@@ -40,7 +40,7 @@ def extract_invoice(segments: list[Segment], first_page: int, last_page: int) ->
     currencies = _currencies(segments) | {
         found.currency for found in money.values() if found.currency is not None
     }
-    currency = _currency(money, segments, currencies)
+    currency = _currency(money, fields, segments, currencies)
     if currency is not None:
         fields["currency"] = currency
     tax_rate = _tax_rate(hits, segments)
@@ -75,14 +75,19 @@ def _currencies(segments: list[Segment]) -> set[str]:
 
 
 def _currency(
-    money: dict[str, Money], segments: list[Segment], currencies: set[str]
+    money: dict[str, Money],
+    fields: dict[str, FieldValue],
+    segments: list[Segment],
+    currencies: set[str],
 ) -> FieldValue | None:
     for field in ("total", "amount_due", "subtotal", "tax_amount"):
         found = money.get(field)
         if found is None or found.currency is None:
             continue
         if found.symbol is not None:
-            return _currency_value(found, segments, 1.0)
+            # The symbol printed with the amount itself, not with an equal amount elsewhere.
+            beside = [segment for segment in segments if _holds(segment, fields[field])]
+            return _currency_value(found, beside or segments, 1.0)
         return _code_value(found, segments)
     if len(currencies) != 1:
         return None  # none printed, or several: no guess
@@ -109,6 +114,17 @@ def _currency_value(found: Money, segments: list[Segment], weight: float) -> Fie
             confidence=round(weight * segment.confidence, 3),
         )
     return None
+
+
+def _holds(segment: Segment, value: FieldValue) -> bool:
+    x0, y0, x1, y1 = value.box
+    return (
+        segment.page == value.page
+        and segment.box[0] <= x1
+        and x0 <= segment.box[2]
+        and segment.box[1] <= y1
+        and y0 <= segment.box[3]
+    )
 
 
 def _code_value(found: Money, segments: list[Segment]) -> FieldValue | None:
