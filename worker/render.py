@@ -21,7 +21,13 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from pagemill.documents.facts import image_coverage, image_ink_fraction, ink_fraction, trace_text
+from pagemill.documents.facts import (
+    image_coverage,
+    image_ink_fraction,
+    ink_fraction,
+    text_line_count,
+    trace_text,
+)
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
 
@@ -63,6 +69,9 @@ class RenderedPage:
     # can fit OCR cost against it; None for a page read from its text layer (priced by
     # its characters).
     ink_fraction: float | None = None
+    # Its text layer's lines, kept for the same reason (the text layer engine is priced
+    # by them); None for an image.
+    text_lines: int | None = None
 
 
 def render_pages(
@@ -109,6 +118,7 @@ def _render_pdf_pages(
                 pdf_page=pdf_bytes,
                 render_seconds=time.perf_counter() - started,
                 ink_fraction=ink,
+                text_lines=text_line_count(page) if facts.text_chars else 0,
             )
 
 

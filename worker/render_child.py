@@ -49,7 +49,11 @@ def run(args: list[str]) -> None:
         emit(
             {
                 # Kept in pages.facts for the quote (pagemill.accounting.quote).
-                "facts": {**dataclasses.asdict(page.facts), "ink_fraction": page.ink_fraction},
+                "facts": {
+                    **dataclasses.asdict(page.facts),
+                    "ink_fraction": page.ink_fraction,
+                    "text_lines": page.text_lines,
+                },
                 "engine": route.engine,
                 "engine_reason": route.reason,
                 "image_path": str(image_path) if image_path else None,

@@ -2,41 +2,58 @@
 
 Each selected page is priced by the engine it will most likely be routed to, by the
 rule prepare routes it by (pagemill.routing) applied to what inspection measured of
-the page. A page costs an engine about in line with how much it holds: its text layer
-characters for the text layer engine, its ink (pagemill.documents.facts.ink_fraction)
-for OCR. So the quote fits cost = a + b * measure over the engine's recent pages and
-prices the page by it, or at the engine's recent mean cost where the fit cannot be
-trusted (too few pages, a flat or falling line, a price at or below zero) or the page
-was not measured. A page inspection cannot tell (not measured, or no history to go by)
-is priced as OCR would read it: the dearer guess. A page that draws nothing is free: it
-is found blank before any OCR engine runs (worker.stages.quality).
+the page. A page costs an engine about in line with how much it holds, so the quote
+fits cost against the page's measures over the engine's recent pages
+(pagemill.accounting.cost_model) and prices the page by that fit:
+
+- the text layer engine by the square root of the page's text lines
+  (pagemill.documents.facts.text_line_count): its layout analysis works line by line,
+  and a page of a hundred lines costs less than twice one of twenty-five (on the
+  benchmark corpus the root left the worst document 24 % off, the count 34 %, and
+  characters or drawing bytes 40 % and more);
+- an OCR engine by the page's ink (pagemill.documents.facts.ink_fraction: the text to
+  recognise) and the megapixels of the image it reads (decoding, detection and turning
+  the page upright run over every pixel: an 11-megapixel photo of a page costs half as
+  much again as the same page at 2 megapixels).
+
+A model whose terms cannot be trusted (too few pages, terms that do not vary apart, a
+slope at or below zero) gives way to one with fewer terms, then to the engine's recent
+mean cost; so does a page not measured, or one the model would price at or below zero.
+A page inspection cannot tell (not measured, or no history to go by) is priced as OCR
+would read it: the dearer guess. A page that draws nothing is free: it is found blank
+before any OCR engine runs (worker.stages.quality).
+
+The quote reads at most QUOTE_WINDOW_PAGES rows per engine it prices, once per job.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from pagemill.accounting import repository
+from pagemill.accounting.cost_model import CostModels, Measures
 from pagemill.accounting.pricing import SECONDS_PER_HOUR, USD_PRECISION, price_usd_per_hour
 from pagemill.documents.facts import TextLayerFacts
 from pagemill.documents.inspect import DocumentInfo
 from pagemill.domain import SourceKind
+from pagemill.engines.catalog import engine_spec
 from pagemill.routing import TEXT_LAYER_ENGINE, route_page
 from pagemill.settings import Settings
 
 # Pages whose recent cost makes up the quote: enough to smooth noise, recent
 # enough to follow a price change.
 QUOTE_WINDOW_PAGES = 500
-# Fewer priced pages with a measure than this and the line is not trusted: the mean
-# prices the page. Enough for a slope to stand above the noise of a few odd pages.
-MIN_FIT_PAGES = 10
-# The key prepare keeps a page's ink under in pages.facts (worker.render_child).
+# The keys prepare keeps a page's measures under in pages.facts (worker.render_child).
 INK_FACT = "ink_fraction"
+TEXT_LINES_FACT = "text_lines"
+# The terms each kind of engine is priced by, in the order they are given up.
+TEXT_LAYER_TERMS = ("sqrt_text_lines",)
+OCR_TERMS = ("ink", "megapixels")
 # What a page inspection did not measure is taken to have: no text layer, which
 # `auto` routes to OCR.
 UNMEASURED = TextLayerFacts(
@@ -54,68 +71,68 @@ def mean_page_cost_usd(session: Session, settings: Settings, engine: str) -> Dec
     return seconds * price_usd_per_hour(settings) / SECONDS_PER_HOUR
 
 
-@dataclass(frozen=True)
-class CostLine:
-    """cost = intercept + slope * measure, in USD a page."""
-
-    intercept: float
-    slope: float
-
-    def at(self, measure: float) -> float:
-        return self.intercept + self.slope * measure
+def text_layer_measures(text_lines: int | None) -> Measures:
+    return {} if text_lines is None else {"sqrt_text_lines": math.sqrt(text_lines)}
 
 
-def fit_cost_line(points: Sequence[tuple[float, float]]) -> CostLine | None:
-    """Least squares over (measure, cost) points; None when there are too few points or
-    cost does not rise with the measure (a flat or falling line would price a dense page
-    below a sparse one)."""
-    if len(points) < MIN_FIT_PAGES:
-        return None
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if spread <= 0:
-        return None
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    if slope <= 0:
-        return None
-    return CostLine(mean_y - slope * mean_x, slope)
+def ocr_measures(ink: float | None, pixels: float | None) -> Measures:
+    measures = {}
+    if ink is not None:
+        measures["ink"] = float(ink)
+    if pixels is not None:
+        measures["megapixels"] = pixels / 1e6
+    return measures
 
 
-def history_measure(engine: str, text_chars: int | None, facts: dict[str, Any]) -> float | None:
-    """How much a priced page held, as the quote measures it for its engine."""
+def history_measures(engine: str, page: repository.PricedPage) -> Measures:
+    """What was measured of a priced page, as the quote measures it for its engine."""
     if engine == TEXT_LAYER_ENGINE:
-        return None if text_chars is None else float(text_chars)
-    ink = facts.get(INK_FACT)
-    return None if ink is None else float(ink)
+        lines = page.facts.get(TEXT_LINES_FACT)
+        return text_layer_measures(None if lines is None else int(lines))
+    return ocr_measures(page.facts.get(INK_FACT), page.image_pixels)
+
+
+def pixels_read(info: DocumentInfo, number: int, engine: str, settings: Settings) -> float | None:
+    """The pixels of the image the OCR engine will read of the page, as prepare renders
+    it: a PDF page at the engine's resolution, an image as it is, either shrunk to the
+    render budget. None when the page's size or the engine's resolution is not known
+    here (a GPU engine's resolution is its deployment's)."""
+    size = info.size_of(number)
+    if size is None:
+        return None
+    width, height = size
+    if info.kind is SourceKind.pdf:
+        dpi = engine_spec(engine).render_dpi
+        if not isinstance(dpi, int):
+            return None
+        width, height = width / 72 * dpi, height / 72 * dpi
+    return min(width * height, float(settings.max_render_pixels))
 
 
 @dataclass(frozen=True)
-class PageCosts:
-    """What an engine's recent pages say a page costs: their mean, and the line through
-    cost against measure when one fits."""
+class EngineCosts:
+    """What an engine's recent pages say a page costs: their mean, and the models of
+    cost against measures they support."""
 
     mean_usd: Decimal
-    line: CostLine | None
+    models: CostModels
 
     @classmethod
-    def recent(cls, session: Session, settings: Settings, engine: str) -> PageCosts:
-        points = []
-        for cost, text_chars, facts in repository.recent_page_costs(
-            session, engine, QUOTE_WINDOW_PAGES
-        ):
-            measure = history_measure(engine, text_chars, facts)
-            if measure is not None:
-                points.append((measure, float(cost)))
-        return cls(mean_page_cost_usd(session, settings, engine), fit_cost_line(points))
+    def recent(cls, session: Session, settings: Settings, engine: str) -> EngineCosts:
+        terms = TEXT_LAYER_TERMS if engine == TEXT_LAYER_ENGINE else OCR_TERMS
+        points = [
+            (history_measures(engine, page), float(page.cost_usd))
+            for page in repository.recent_page_costs(session, engine, QUOTE_WINDOW_PAGES)
+        ]
+        return cls(mean_page_cost_usd(session, settings, engine), CostModels(terms, points))
 
-    def of_page(self, measure: float | None) -> Decimal:
-        """The page's cost from the line; the mean for a page not measured, or where
-        the line would price it at or below zero."""
-        if self.line is None or measure is None:
+    def of_page(self, measures: Measures) -> Decimal:
+        """The page's cost from the best model its measures allow; the mean where there
+        is none, or where the model would price the page at or below zero."""
+        model = self.models.for_page(measures)
+        if model is None:
             return self.mean_usd
-        predicted = self.line.at(measure)
+        predicted = model.at(measures)
         if predicted <= 0:
             return self.mean_usd
         return Decimal(repr(predicted))
@@ -130,9 +147,9 @@ def quote_usd(
     ocr_engine: str,
 ) -> Decimal:
     """The selected pages, each at what its likely engine's recent pages say a page
-    holding as much costs (`PageCosts`)."""
+    holding as much costs (`EngineCosts`)."""
     has_pdf_page = info.kind is SourceKind.pdf
-    costs: dict[str, PageCosts] = {}
+    costs: dict[str, EngineCosts] = {}
     total = Decimal(0)
     for number in numbers:
         measured = info.facts_of(number)
@@ -141,10 +158,11 @@ def quote_usd(
         if facts.draws_nothing and engine != TEXT_LAYER_ENGINE:
             continue  # found blank before OCR: free
         if engine not in costs:
-            costs[engine] = PageCosts.recent(session, settings, engine)
+            costs[engine] = EngineCosts.recent(session, settings, engine)
         if engine == TEXT_LAYER_ENGINE:
-            measure = None if measured is None else float(measured.text_chars)
+            measures = text_layer_measures(None if measured is None else measured.text_lines)
         else:
-            measure = info.ink_of(number)
-        total += costs[engine].of_page(measure)
+            pixels = pixels_read(info, number, engine, settings)
+            measures = ocr_measures(info.ink_of(number), pixels)
+        total += costs[engine].of_page(measures)
     return total.quantize(USD_PRECISION)

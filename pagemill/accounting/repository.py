@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from pagemill.db.models import Page
@@ -13,12 +14,10 @@ from pagemill.domain import PageStatus
 
 
 def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | None:
-    """The mean cost of the engine's last `window` succeeded pages; None with no history.
-    Blank pages are left out: no engine read them, and the quote prices them apart."""
+    """The mean cost of the engine's last `window` priced pages; None with no history."""
     recent = (
         select(Page.cost_usd)
-        .where(Page.engine == engine, Page.status == PageStatus.succeeded)
-        .where(Page.cost_usd.is_not(None), Page.blank.is_not(True))
+        .where(*_priced_by(engine))
         .order_by(Page.finished_at.desc())
         .limit(window)
         .subquery()
@@ -27,16 +26,45 @@ def mean_cost_per_page(session: Session, engine: str, window: int) -> Decimal | 
     return Decimal(mean) if mean is not None else None
 
 
-def recent_page_costs(
-    session: Session, engine: str, window: int
-) -> list[tuple[Decimal, int | None, dict[str, Any]]]:
-    """The engine's last `window` succeeded, non-blank pages (the pages the mean is taken
-    over): each page's cost, text layer characters and recorded facts."""
+def _priced_by(engine: str) -> tuple[ColumnElement[bool], ...]:
+    """Pages that say what the engine costs: succeeded and charged. Blank pages are left
+    out (no engine read them, and the quote prices them apart), and so are pages charged
+    nothing, whose result was reused rather than read."""
+    return (
+        Page.engine == engine,
+        Page.status == PageStatus.succeeded,
+        Page.cost_usd > 0,
+        Page.blank.is_not(True),
+    )
+
+
+@dataclass(frozen=True)
+class PricedPage:
+    """A page the quote learns from: what it cost and what was measured of it."""
+
+    cost_usd: Decimal
+    text_chars: int | None
+    facts: dict[str, Any]
+    image_pixels: int | None  # of the image its engine read; None without one
+
+
+def recent_page_costs(session: Session, engine: str, window: int) -> list[PricedPage]:
+    """The engine's last `window` priced pages (those the mean is taken over), with their
+    cost and measures."""
     rows = session.execute(
-        select(Page.cost_usd, Page.text_chars, Page.facts)
-        .where(Page.engine == engine, Page.status == PageStatus.succeeded)
-        .where(Page.cost_usd.is_not(None), Page.blank.is_not(True))
+        select(
+            Page.cost_usd, Page.text_chars, Page.facts, Page.image_width_px, Page.image_height_px
+        )
+        .where(*_priced_by(engine))
         .order_by(Page.finished_at.desc())
         .limit(window)
     )
-    return [(cost, text_chars, facts or {}) for cost, text_chars, facts in rows]
+    return [
+        PricedPage(
+            cost,
+            text_chars,
+            facts or {},
+            width * height if width is not None and height is not None else None,
+        )
+        for cost, text_chars, facts, width, height in rows
+    ]

@@ -46,6 +46,7 @@ FACTS_BUDGET_S = 2.0
 # much as drawing it (pagemill.settings textlayer_max_content_bytes is the same idea).
 FACTS_MAX_CONTENT_BYTES = 1024**2
 
+
 class DocumentRejected(InputRejected):
     """An uploaded file that cannot become a job: its type, damage, encryption or size."""
 
@@ -68,6 +69,9 @@ class DocumentInfo:
     # Each page's ink (pagemill.documents.facts.ink_fraction), PDF pages and image frames
     # alike, with the same gaps as page_facts.
     page_ink: tuple[float | None, ...] = ()
+    # Each page's size: (width, height) in points for a PDF page, in pixels for an image
+    # frame; the quote prices OCR by the pixels it will read. Gaps as page_ink.
+    page_sizes: tuple[tuple[float, float] | None, ...] = ()
 
     def facts_of(self, number: int) -> TextLayerFacts | None:
         """Page `number`'s (1-based) text layer facts, None when inspection cannot tell."""
@@ -76,6 +80,10 @@ class DocumentInfo:
     def ink_of(self, number: int) -> float | None:
         """Page `number`'s (1-based) ink, None when inspection did not measure it."""
         return self.page_ink[number - 1] if number <= len(self.page_ink) else None
+
+    def size_of(self, number: int) -> tuple[float, float] | None:
+        """Page `number`'s (1-based) size, None when inspection did not measure it."""
+        return self.page_sizes[number - 1] if number <= len(self.page_sizes) else None
 
 
 def sniff_file(path: Path) -> SourceKind:
@@ -103,7 +111,8 @@ def inspect_document(
     if kind is SourceKind.pdf:
         return _inspect_pdf(path, max_page_side_pt)
     page_count = _inspect_image(path, kind, max_image_pixels)
-    return DocumentInfo(kind=kind, page_count=page_count, page_ink=_measure_frames(path))
+    inks, sizes = _measure_frames(path)
+    return DocumentInfo(kind=kind, page_count=page_count, page_ink=inks, page_sizes=sizes)
 
 
 def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
@@ -123,8 +132,10 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
             raise _damaged(SourceKind.pdf)
         if document.is_repaired and not _first_page_renders(document):
             raise _damaged(SourceKind.pdf)
+        sizes = []
         for index in range(document.page_count):
             box = _page_rect(document, index)
+            sizes.append((float(box.width), float(box.height)))
             if max(box.width, box.height) > max_page_side_pt:
                 raise DocumentRejected(
                     "page_too_large",
@@ -138,6 +149,7 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
             extraction_restricted=not document.permissions & pymupdf.mupdf.PDF_PERM_COPY,
             page_facts=facts,
             page_ink=ink,
+            page_sizes=tuple(sizes),
         )
 
 
@@ -176,19 +188,23 @@ def _measure_page(
         return facts, None
 
 
-def _measure_frames(path: Path) -> tuple[float | None, ...]:
+def _measure_frames(
+    path: Path,
+) -> tuple[tuple[float | None, ...], tuple[tuple[float, float] | None, ...]]:
     deadline = time.monotonic() + FACTS_BUDGET_S
     inks: list[float | None] = []
+    sizes: list[tuple[float, float] | None] = []
     try:
         with Image.open(path) as image:
             for frame in ImageSequence.Iterator(image):
                 if time.monotonic() > deadline:
                     break
+                sizes.append((float(frame.width), float(frame.height)))
                 inks.append(image_ink_fraction(frame))
     except Exception:
         # Checked above; a frame that will not decode now is simply not measured.
-        return tuple(inks)
-    return tuple(inks)
+        return tuple(inks), tuple(sizes[: len(inks)])
+    return tuple(inks), tuple(sizes)
 
 
 def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
@@ -271,6 +287,7 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         extraction_restricted=bool(line["extraction_restricted"]),
         page_facts=tuple(_facts_from_line(entry) for entry in line.get("page_facts", [])),
         page_ink=tuple(None if ink is None else float(ink) for ink in line.get("page_ink", [])),
+        page_sizes=tuple(_size_from_line(size) for size in line.get("page_sizes", [])),
     )
 
 
@@ -284,13 +301,23 @@ def facts_as_line(facts: TextLayerFacts | None) -> list[Any] | None:
         facts.invisible_text_chars,
         facts.image_coverage,
         facts.draws_nothing,
+        facts.text_lines,
     ]
 
 
 def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
     if entry is None:
         return None
-    text_chars, unreadable, invisible, coverage, draws_nothing = entry
+    text_chars, unreadable, invisible, coverage, draws_nothing, text_lines = entry
     return TextLayerFacts(
-        int(text_chars), int(unreadable), int(invisible), float(coverage), bool(draws_nothing)
+        int(text_chars),
+        int(unreadable),
+        int(invisible),
+        float(coverage),
+        bool(draws_nothing),
+        None if text_lines is None else int(text_lines),
     )
+
+
+def _size_from_line(entry: list[float] | None) -> tuple[float, float] | None:
+    return None if entry is None else (float(entry[0]), float(entry[1]))
