@@ -29,9 +29,18 @@ from pagemill.settings import Settings, get_settings
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# S3 errors that mean "try again later", not "this request is wrong".
+# S3 errors that mean "try again later", not "this request is wrong". A request signed
+# more than 15 minutes off the store's clock is this host's fault, not the document's:
+# another host retries it (tests/multihost).
 _RETRYABLE_S3_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "ServiceFailure"}
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "RequestTimeout",
+        "ServiceFailure",
+        "RequestTimeTooSkewed",
+    }
 )
 
 

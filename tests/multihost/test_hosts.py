@@ -10,13 +10,16 @@ hosts connected, nothing held).
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pymupdf
 import pytest
 import redis
+import time_machine
 
+from pagemill.settings import Settings
+from pagemill.storage import ObjectStore, StorageUnavailable
 from tests.multihost.conftest import (
     CLUSTER_SETTINGS,
     PAGE_LEASE_S,
@@ -266,3 +269,24 @@ def pending_marker(cluster: Cluster, page_id: int) -> bool:
     with cluster.network.inside(SERVICES):
         client = redis.Redis.from_url(CLUSTER_SETTINGS["PAGEMILL_BROKER_URL"])
         return bool(client.exists(f"ocr-pending:{page_id}"))
+
+
+def test_a_host_whose_clock_is_hours_off_cannot_store_and_says_so(cluster: Cluster) -> None:
+    """S3 refuses requests signed more than 15 minutes off its own clock. That is the
+    host's fault, never the page's: an outage to retry elsewhere (the page keeps its
+    claim, cut short, and the reaper hands it on), not an engine failure charged to the
+    page, which after three would fail it whichever host's clock was wrong."""
+    settings = Settings(
+        s3_endpoint=CLUSTER_SETTINGS["PAGEMILL_S3_ENDPOINT"],
+        s3_access_key=CLUSTER_SETTINGS["PAGEMILL_S3_ACCESS_KEY"],
+        s3_secret_key=CLUSTER_SETTINGS["PAGEMILL_S3_SECRET_KEY"],
+        s3_bucket=CLUSTER_SETTINGS["PAGEMILL_S3_BUCKET"],
+    )
+    store = ObjectStore(settings)
+    with cluster.network.inside(SERVICES):
+        store.put_bytes("clock/check", b"stored on time", "text/plain")
+        future = datetime.now(UTC) + timedelta(hours=3)
+        with time_machine.travel(future, tick=True), pytest.raises(StorageUnavailable) as refused:
+            store.get_bytes("clock/check")
+        assert "RequestTimeTooSkewed" in str(refused.value)
+        assert store.get_bytes("clock/check") == b"stored on time"
