@@ -30,6 +30,14 @@ class Settings(BaseSettings):
         "postgresql+psycopg://postgres@127.0.0.1:5432/pagemill",
         description="SQLAlchemy URL (psycopg 3 driver).",
     )
+    database_dead_client_s: int = Field(
+        15,
+        ge=0,
+        description="Postgres drops a connection whose host stopped answering after about "
+        "this long (TCP keepalives and user timeout, asked per connection), releasing the "
+        "locks its open transaction held. 0 leaves it to the server's own settings, as "
+        "behind PgBouncer, which refuses per-connection options.",
+    )
 
     # --- Redis: the Celery broker. Messages carry ids only.
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")
@@ -92,6 +100,11 @@ class Settings(BaseSettings):
         "against, instead of the system's (a private CA). Unset: the system's.",
     )
     batch_max_documents: int = Field(1000, description="Most documents one batch may hold.")
+    batch_max_bytes: int = Field(
+        2 * 1024**3,
+        description="Largest POST /v1/batches request, all its files together; each file "
+        "still has max_upload_bytes.",
+    )
     default_engine: str = Field(
         AUTO,
         description="auto routes each page: text layer where trustworthy, else OCR. auto or "
@@ -350,6 +363,17 @@ class Settings(BaseSettings):
                 return json.loads(text)
             return [item.strip() for item in text.split(",") if item.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _refuse_reading_own_bucket(self) -> Settings:
+        # s3:// sources are read with the deployment's credentials: its own bucket would
+        # hand any client every other job's documents and results.
+        if self.s3_bucket in self.source_readable_buckets:
+            raise ValueError(
+                "PAGEMILL_SOURCE_READABLE_BUCKETS must not name PAGEMILL_S3_BUCKET, where "
+                "every job's objects are"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refuse_broken_webhook_settings(self) -> Settings:

@@ -16,25 +16,28 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.settings import get_settings
 
-# Asked of the server for each connection: a client host that stops answering (its
-# network gone, its machine frozen) is dropped within about 15 s, and with it whatever
-# its open transaction held. Left to the kernel's defaults, the server would wait two
-# hours or more: a host cut off mid-pass of the reaper held the reaper's lock, and so
-# stopped the reaper of every host, that long (tests/multihost).
-DEAD_CLIENT_OPTIONS = (
-    "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 "
-    "-c tcp_user_timeout=15000"
-)
+
+def dead_client_options(seconds: int) -> str:
+    """Asked of the server for each connection: a client host that stops answering (its
+    network gone, its machine frozen) is dropped after about `seconds`, and with it
+    whatever its open transaction held. Left to the kernel's defaults, the server waits
+    two hours or more: a host cut off mid-pass of the reaper held the reaper's lock,
+    and so stopped the reaper of every host, that long (tests/multihost)."""
+    idle_s, interval_s = max(1, seconds // 3), max(1, seconds // 6)
+    return (
+        f"-c tcp_keepalives_idle={idle_s} -c tcp_keepalives_interval={interval_s} "
+        f"-c tcp_keepalives_count=4 -c tcp_user_timeout={seconds * 1000}"
+    )
 
 
 @lru_cache(maxsize=1)
 def get_engine() -> Engine:
+    settings = get_settings()
+    seconds = settings.database_dead_client_s
+    connect_args = {"options": dead_client_options(seconds)} if seconds else {}
     # pool_pre_ping: a Postgres restart must not leave workers holding dead connections.
     return create_engine(
-        get_settings().database_url,
-        pool_pre_ping=True,
-        pool_size=10,
-        connect_args={"options": DEAD_CLIENT_OPTIONS},
+        settings.database_url, pool_pre_ping=True, pool_size=10, connect_args=connect_args
     )
 
 
