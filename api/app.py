@@ -11,7 +11,7 @@ from api.console.routes import install_console
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit
 from api.ratelimit import get_rate_limiter
-from api.routes import jobs, ops, usage, webhooks
+from api.routes import batches, jobs, ops, usage, webhooks
 from api.routes.blocks import router as blocks_router
 from api.routes.invoices import router as invoices_router
 from pagemill.documents.sandbox import start_fork_server
@@ -35,9 +35,15 @@ def create_app() -> FastAPI:
     )
     install_error_handlers(app)
     # Multipart framing adds a little to the file itself.
-    app.add_middleware(BodySizeLimit, max_bytes=get_settings().max_upload_bytes + 64 * 1024)
+    settings = get_settings()
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_upload_bytes + 64 * 1024,
+        max_bytes_by_path={"/v1/batches": settings.batch_max_bytes},
+    )
     get_rate_limiter()  # built before the first request, not by many requests at once
     app.include_router(jobs.router)
+    app.include_router(batches.router)
     app.include_router(blocks_router)
     app.include_router(invoices_router)
     app.include_router(webhooks.router)

@@ -17,20 +17,25 @@ class _TooLarge(Exception):
 
 
 class BodySizeLimit:
-    """413 as soon as a body passes `max_bytes`: checked against Content-Length up
-    front and counted chunk by chunk for bodies that do not declare it."""
+    """413 as soon as a body passes `max_bytes` (or the path's own cap in
+    `max_bytes_by_path`, for routes that take many documents): checked against
+    Content-Length up front and counted chunk by chunk for bodies that do not declare it."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, max_bytes_by_path: dict[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_bytes_by_path = max_bytes_by_path or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.max_bytes_by_path.get(scope["path"], self.max_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send)
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            await self._reject(send, max_bytes)
             return
         received = 0
         too_large = False
@@ -40,7 +45,7 @@ class BodySizeLimit:
             nonlocal received, too_large
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
+            if received > max_bytes:
                 too_large = True
                 raise _TooLarge
             return message
@@ -57,13 +62,13 @@ class BodySizeLimit:
         with contextlib.suppress(_TooLarge):
             await self.app(scope, counting_receive, guarded_send)
         if too_large and not response_started:
-            await self._reject(send)
+            await self._reject(send, max_bytes)
 
-    async def _reject(self, send: Send) -> None:
+    async def _reject(self, send: Send, max_bytes: int) -> None:
         body = json.dumps(
             error_body(
                 "file_too_large",
-                f"The request is larger than the {human_size(self.max_bytes)} limit.",
+                f"The request is larger than the {human_size(max_bytes)} limit.",
             )
         ).encode()
         headers: list[Any] = [

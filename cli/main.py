@@ -302,15 +302,32 @@ def client_rotate_webhook_secret(
 
 @app.command()
 def submit(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False)],
-    wait: Annotated[bool, typer.Option(help="Wait for the job to end.")] = False,
+    file: Annotated[
+        Path, typer.Argument(exists=True, help="A document, or a folder of them (one batch).")
+    ],
+    wait: Annotated[
+        bool | None,
+        typer.Option(help="Wait for the job (or every job of a folder's batch) to end."),
+    ] = None,
     pages: Annotated[str | None, typer.Option()] = None,
     engine: Annotated[str | None, typer.Option()] = None,
     out: Annotated[Path | None, typer.Option("-o", help="Write document.md here.")] = None,
+    webhook_url: Annotated[
+        str | None, typer.Option(help="A folder's batch.completed goes here.")
+    ] = None,
 ) -> None:
-    """Submit a document to a running API."""
+    """Submit a document to a running API; a folder's documents go as one batch, with a
+    progress bar until every job has ended (unless --no-wait)."""
     client = _api_client()
     data = {key: value for key, value in {"pages": pages, "engine": engine}.items() if value}
+    if file.is_dir():
+        _submit_folder(
+            client,
+            file,
+            {**data, **({"webhook_url": webhook_url} if webhook_url else {})},
+            wait is not False,
+        )
+        return
     with file.open("rb") as handle:
         response = client.post("/v1/jobs", files={"file": (file.name, handle)}, data=data)
     job = _json_or_exit(response)
@@ -327,6 +344,23 @@ def submit(
         console.print(f"Markdown written to {out}")
     else:
         typer.echo(markdown.text)
+
+
+def _submit_folder(client: httpx.Client, folder: Path, data: dict[str, str], wait: bool) -> None:
+    from cli import batch_submit
+
+    try:
+        batch = batch_submit.submit_folder(client, folder, data, console)
+        console.print(f"batch {batch['id']}: {batch['documents']} documents")
+        if not wait:
+            return
+        batch = batch_submit.wait_for_batch(client, batch, console)
+    except batch_submit.BatchFailed as failed:
+        console.print(f"[red]{failed}[/red]")
+        raise typer.Exit(1) from None
+    batch_submit.print_summary(batch, console)
+    if set(batch["jobs"]["by_status"]) != {"succeeded"}:
+        raise typer.Exit(1)
 
 
 def _wait_for(client: httpx.Client, job_id: str, total: int) -> dict:

@@ -47,11 +47,13 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_batches_client_id"), "batches", ["client_id"], unique=False)
     op.add_column("jobs", sa.Column("batch_id", sa.Uuid(), nullable=True))
+    op.add_column("jobs", sa.Column("batch_index", sa.Integer(), nullable=True))
     op.add_column("jobs", sa.Column("source_url", sa.Text(), nullable=True))
-    op.create_index(op.f("ix_jobs_batch_id"), "jobs", ["batch_id"], unique=False)
-    op.create_foreign_key(
-        op.f("fk_jobs_batch_id_batches"), "jobs", "batches", ["batch_id"], ["id"]
+    op.create_unique_constraint(
+        op.f("uq_jobs_batch_id_batch_index"), "jobs", ["batch_id", "batch_index"]
     )
+    op.create_index(op.f("ix_jobs_batch_id"), "jobs", ["batch_id"], unique=False)
+    op.create_foreign_key(op.f("fk_jobs_batch_id_batches"), "jobs", "batches", ["batch_id"], ["id"])
     for name, type_ in FACTS_AFTER_FETCH:
         op.alter_column("jobs", name, existing_type=type_, nullable=True)
     op.create_check_constraint(
@@ -69,7 +71,9 @@ def downgrade() -> None:
         op.alter_column("jobs", name, existing_type=type_, nullable=False)
     op.drop_constraint(op.f("fk_jobs_batch_id_batches"), "jobs", type_="foreignkey")
     op.drop_index(op.f("ix_jobs_batch_id"), table_name="jobs")
+    op.drop_constraint(op.f("uq_jobs_batch_id_batch_index"), "jobs", type_="unique")
     op.drop_column("jobs", "source_url")
+    op.drop_column("jobs", "batch_index")
     op.drop_column("jobs", "batch_id")
     op.drop_index(op.f("ix_batches_client_id"), table_name="batches")
     op.drop_table("batches")

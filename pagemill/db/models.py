@@ -110,6 +110,8 @@ class Job(TimestampMixin, Base):
     page_selection: Mapped[str | None] = mapped_column(String(200))
     pages_total: Mapped[int | None] = mapped_column(Integer)
     batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id"), index=True)
+    # The position of the job's document in its batch, from 0, as the caller sent them.
+    batch_index: Mapped[int | None] = mapped_column(Integer)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     # Claims of the prepare stage: the fencing token, and capped so that nothing retries
@@ -158,6 +160,7 @@ class Job(TimestampMixin, Base):
             "source_url IS NOT NULL OR source_sha256 IS NOT NULL",
             name="source_uploaded_or_by_url",
         ),
+        UniqueConstraint("batch_id", "batch_index"),
     )
 
 

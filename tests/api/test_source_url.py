@@ -116,14 +116,24 @@ def test_a_failed_fetch_fails_the_job_and_stores_nothing(
         assert source_server.sent_bytes[path] < MAX_UPLOAD_BYTES + 64 * 1024 * 1024
 
 
-def test_an_s3_source_is_read_from_a_readable_bucket(
-    api: httpx.Client, worker_process: subprocess.Popen[bytes], s3: ObjectStore
-) -> None:
+@pytest.fixture()
+def sources_bucket() -> Iterator[Minio]:
+    """The caller's bucket, which the deployment may read; removed afterwards, so the
+    shared S3 server does not keep a bucket for every test run."""
     client = Minio(TEST_ENV["PAGEMILL_S3_ENDPOINT"], S3_ACCESS_KEY, S3_SECRET_KEY, secure=False)
     if not client.bucket_exists(SOURCES_BUCKET):
         client.make_bucket(SOURCES_BUCKET)
+    yield client
+    for item in client.list_objects(SOURCES_BUCKET, recursive=True):
+        client.remove_object(SOURCES_BUCKET, item.object_name or "")
+    client.remove_bucket(SOURCES_BUCKET)
+
+
+def test_an_s3_source_is_read_from_a_readable_bucket(
+    api: httpx.Client, worker_process: subprocess.Popen[bytes], sources_bucket: Minio
+) -> None:
     key = f"inbox/{uuid.uuid4()}.pdf"
-    client.put_object(SOURCES_BUCKET, key, io.BytesIO(INVOICE), len(INVOICE))
+    sources_bucket.put_object(SOURCES_BUCKET, key, io.BytesIO(INVOICE), len(INVOICE))
     job = wait_for_job(api, submit_url(api, f"s3://{SOURCES_BUCKET}/{key}", pages="3")["id"])
     assert job["status"] == "succeeded", job
     assert job["source"]["sha256"] == hashlib.sha256(INVOICE).hexdigest()
@@ -157,3 +167,13 @@ def test_a_source_url_that_cannot_be_used_is_refused_at_submit(
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == code
     assert api.get("/v1/jobs").json()["jobs"] == []
+
+
+def test_the_deployments_own_bucket_is_never_readable_as_a_source() -> None:
+    from pydantic import ValidationError
+
+    from pagemill.settings import Settings
+
+    own = TEST_ENV["PAGEMILL_S3_BUCKET"]
+    with pytest.raises(ValidationError, match="must not name PAGEMILL_S3_BUCKET"):
+        Settings(source_readable_buckets=f"{SOURCES_BUCKET},{own}")

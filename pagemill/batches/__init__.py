@@ -1,0 +1,1 @@
+"""Batches: many documents submitted at once, one job each, one event at the end."""
