@@ -164,6 +164,19 @@ def test_the_list_refreshes_itself_while_a_job_runs(
     )
     assert browser.execute_script("return window.notReloaded") is True
 
+    # A running job's own page too: its status, and no cancel button once it ended.
+    other = running_job(world, "refreshing-too.pdf")
+    browser.get(f"{world.url}/console/jobs/{other}")
+    assert browser.find_elements(By.ID, "cancel-job")
+    browser.execute_script("window.notReloaded = true")
+    with world.api() as api:
+        assert api.delete(f"/v1/jobs/{other}").status_code == 200
+    WebDriverWait(browser, WAIT_S).until(
+        lambda _: browser.find_element(By.ID, "job-status").text == "cancelled"
+    )
+    assert not browser.find_elements(By.ID, "cancel-job")
+    assert browser.execute_script("return window.notReloaded") is True
+
 
 FORM_CONTROLS_WITHOUT_LABEL = """
     return Array.from(document.querySelectorAll('input:not([type=hidden]), select, button'))
