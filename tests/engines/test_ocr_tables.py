@@ -73,6 +73,8 @@ def test_rows_spaced_apart_start_and_end_alike_are_one_table() -> None:
         ("Room Charges", "Rs 1939 x 1 Night x 1 Room", "Rs 1939"),
         ("Grand Total", None, "Rs 1939"),
         ("Payment received by OYO", "Paid through Cash At Hotel (Rs 1939)", "Rs 1939"),
+        # The last row fills two cells only: it is the table's all the same.
+        ("Balance ( if any )", None, "Rs 0"),
     ]
     lines = []
     for index, (label, rate, amount) in enumerate(rows):
@@ -86,6 +88,7 @@ def test_rows_spaced_apart_start_and_end_alike_are_one_table() -> None:
         "| Room Charges | Rs 1939 x 1 Night x 1 Room | Rs 1939 |",
         "| Grand Total |  | Rs 1939 |",
         "| Payment received by OYO | Paid through Cash At Hotel (Rs 1939) | Rs 1939 |",
+        "| Balance ( if any ) |  | Rs 0 |",
     ]
 
 

@@ -82,6 +82,13 @@ def _table_runs(rows: Sequence[Sequence[Line]], h: float) -> list[tuple[int, int
                 full_rows += 1
                 most = max(most, len(rows[probe]))
             probe += 1
+        # A last row that starts and ends where the table's rows do (a balance, a total)
+        # is the table's own, though it fills fewer cells.
+        after = stop + 1
+        if after < len(rows) and _same_columns(rows[stop], rows[after], h):
+            gap = rows[after][0].box.y0 - max(line.box.y1 for line in rows[stop])
+            if gap <= _TABLE_LOOSE_GAP_H * h:
+                stop = after
         if full_rows >= _TABLE_MIN_ROWS:
             runs.append((start, stop + 1))
         index = stop + 1
