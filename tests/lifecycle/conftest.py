@@ -56,6 +56,12 @@ class HeldStack:
     def release(self) -> None:
         (self.hold_dir / "release").touch()
 
+    def release_finalize(self) -> None:
+        (self.hold_dir / "release-finalize").touch()
+
+    def finalize_held(self) -> bool:
+        return (self.hold_dir / "finalize.held").exists()
+
     def hold(self) -> None:
         for signal in self.hold_dir.iterdir():
             signal.unlink()
@@ -85,7 +91,9 @@ def held_stack(database_url: str, redis_client: redis.Redis, s3: Any) -> Iterato
         services.wait_for_api(processes[0], api_log, port)
         yield HeldStack(f"http://127.0.0.1:{port}", hold_dir, worker_log)
     finally:
-        (hold_dir / "release").touch()  # a held page must not keep the worker from stopping
+        # Held work must not keep the worker from stopping.
+        (hold_dir / "release").touch()
+        (hold_dir / "release-finalize").touch()
         for process in processes:
             services.stop(process)
         for key in redis_client.scan_iter(f"{HELD_QUEUE_PREFIX}*"):

@@ -106,6 +106,37 @@ def test_purge_under_a_running_job_stays_purged_after_the_worker_finishes_its_pa
     held_stack.hold()
 
 
+def test_purge_while_finalize_assembles_leaves_no_document_behind(
+    held_stack: HeldStack, api_key: str
+) -> None:
+    held_stack.hold()
+    with httpx.Client(
+        base_url=held_stack.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
+    ) as api:
+        held_stack.release()  # pages run; the finalize that follows is held
+        job_id = submit(api, pages="1").json()["id"]
+        wait_for(held_stack.finalize_held, 60, "the worker holding the finalize")
+        answer = api.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["removed"]["by_kind"]["page_markdown"] == 1
+        assert stored_keys(job_id) == []
+
+        # Finalize now writes document.md and manifest.json, then sees the fence.
+        log_mark = held_stack.worker_log.stat().st_size
+        held_stack.release_finalize()
+        wait_for(
+            lambda: (
+                f"job {job_id} is being purged".encode()
+                in held_stack.worker_log.read_bytes()[log_mark:]
+            ),
+            60,
+            "finalize removing what it wrote",
+        )
+        assert stored_keys(job_id) == []
+        assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "purged"
+    held_stack.hold()
+
+
 def test_the_reaper_purges_jobs_past_their_clients_retention(
     api: httpx.Client, worker_process: subprocess.Popen[bytes]
 ) -> None:
