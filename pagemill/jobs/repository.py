@@ -198,9 +198,12 @@ class PageClaim:
     attempt: int
 
 
-def claim_page(session: Session, page_id: int, lease: timedelta) -> PageClaim | None:
+def claim_page(
+    session: Session, page_id: int, lease: timedelta, worker_id: str | None = None
+) -> PageClaim | None:
     """Take a page for this attempt; None when it is not ours to run (done, cancelled,
-    or held by another worker whose lease has not run out)."""
+    or held by another worker whose lease has not run out). The page names the worker
+    holding it, so that worker's late reports about it can be told from another's."""
     job_is_live = (
         select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
     )
@@ -217,6 +220,7 @@ def claim_page(session: Session, page_id: int, lease: timedelta) -> PageClaim | 
             attempts=Page.attempts + 1,
             started_at=func.now(),
             lease_expires_at=func.now() + lease,
+            worker_id=worker_id,
         )
         .returning(Page.id, Page.job_id, Page.number, Page.attempts)
     ).one_or_none()
@@ -264,11 +268,15 @@ def running_attempt(session: Session, claim: PageClaim) -> RunningAttempt | None
 
 
 def running_attempt_since(
-    session: Session, page_id: int, within: timedelta
+    session: Session, page_id: int, within: timedelta, worker_id: str | None
 ) -> RunningAttempt | None:
-    """The page's running attempt if it was claimed within `within`."""
+    """The page's running attempt if `worker_id` claimed it within `within`: a report
+    from a worker cut off past its lease must not land on the attempt that replaced it."""
     return _running_attempt(
-        session, (Page.id == page_id) & (Page.started_at >= func.now() - within)
+        session,
+        (Page.id == page_id)
+        & (Page.started_at >= func.now() - within)
+        & Page.worker_id.is_not_distinct_from(worker_id),
     )
 
 

@@ -15,9 +15,12 @@ from pagemill.db.models import Page
 from pagemill.db.session import session_factory
 from pagemill.domain import PageStatus
 from pagemill.jobs import repository
+from pagemill.settings import get_settings
 from tests.chaos.conftest import db_rows, wait_terminal
 from tests.chaos.test_lost_and_killed import submit
 from tests.conftest import SAMPLES
+from worker import registration
+from worker.stages.ocr import PageOutcome, record_time_limit_kill
 
 
 def renderer_hanging_pdf(path: Path, strokes: int = 3_000_000) -> Path:
@@ -96,3 +99,46 @@ def test_stale_attempt_cannot_overwrite_newer_work(stack_factory: Any) -> None:
         "SELECT status::text, output_chars, attempts FROM pages WHERE id = %s", page_id
     )
     assert (status, chars, attempts) == ("succeeded", 222, 2)
+
+
+def test_late_time_limit_report_leaves_another_workers_attempt_alone(
+    stack_factory: Any, monkeypatch: Any
+) -> None:
+    """A worker's main process records a pool child killed at the time limit. Cut off
+    from the database past the page's lease, its report arrives after another worker took
+    the page: it must not fail or charge that worker's running attempt."""
+    stack, _, _ = stack_factory()
+    stack.start_api()
+    with stack.client() as client:
+        job_id = submit(client, SAMPLES / "invoice-multipage.pdf")
+    sessions = session_factory()
+    with sessions.begin() as session:
+        repository.claim_prepare(session, job_id, timedelta(seconds=60))
+        repository.insert_page(session, {"job_id": job_id, "number": 1, "engine": "textlayer"})
+        page = repository.get_page_by_number(session, job_id, 1)
+        assert page is not None
+        page_id = page.id
+    lease = timedelta(seconds=60)
+    with sessions.begin() as session:
+        assert repository.claim_page(session, page_id, lease, "host-a:1:aaaa") is not None
+        session.execute(
+            update(Page).where(Page.id == page_id).values(lease_expires_at=Page.started_at)
+        )
+    with sessions.begin() as session:
+        taken_over = repository.claim_page(session, page_id, lease, "host-b:2:bbbb")
+        assert taken_over is not None and taken_over.attempt == 2
+
+    monkeypatch.setattr(registration, "_worker_id", "host-a:1:aaaa")
+    assert record_time_limit_kill(sessions, get_settings(), page_id).outcome is PageOutcome.skipped
+    [(status, attempts, failures, error)] = db_rows(
+        "SELECT status::text, attempts, engine_failures, error FROM pages WHERE id = %s", page_id
+    )
+    assert (status, attempts, failures, error) == ("running", 2, 0, None)
+
+    # The worker that holds the page does have its kill recorded.
+    monkeypatch.setattr(registration, "_worker_id", "host-b:2:bbbb")
+    assert record_time_limit_kill(sessions, get_settings(), page_id).outcome is PageOutcome.retry
+    [(status, failures, error)] = db_rows(
+        "SELECT status::text, engine_failures, error FROM pages WHERE id = %s", page_id
+    )
+    assert (status, failures) == ("queued", 1) and "time limit" in error

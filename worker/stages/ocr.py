@@ -185,7 +185,7 @@ def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
 def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
     lease = timedelta(seconds=ctx.settings.page_lease_s)
     with ctx.sessions.begin() as session:
-        claim = repository.claim_page(session, page_id, lease)
+        claim = repository.claim_page(session, page_id, lease, registration.worker_id())
         if claim is None:
             return PageRun(PageOutcome.skipped)
         page = repository.get_page(session, page_id)
@@ -326,13 +326,17 @@ def record_time_limit_kill(
     """Called by the worker's main process when a pool child running this page was
     killed at the hard time limit, so the child could record nothing itself.
 
-    The attempt is the page's running claim taken within the time limit: a page lease
-    outlasts the time limit, so no other attempt can have claimed the page meanwhile.
+    The attempt is the page's running claim taken by this worker within the time limit:
+    a page lease outlasts the time limit, so no other attempt can have claimed the page
+    meanwhile, unless this report comes late (the worker cut off from the database past
+    the lease), and then the page names another worker and the report changes nothing.
     """
     # A second of slack for the clocks of this process and of Postgres.
     within = timedelta(seconds=settings.task_time_limit_s + 1)
     with sessions.begin() as session:
-        attempt = repository.running_attempt_since(session, page_id, within)
+        attempt = repository.running_attempt_since(
+            session, page_id, within, registration.worker_id()
+        )
         if attempt is None:
             return PageRun(PageOutcome.skipped)
         return _record_time_limit(session, settings, attempt)
