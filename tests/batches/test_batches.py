@@ -23,9 +23,11 @@ from tests.support import services
 from tests.support.instant_app import DEVICE_SECONDS_PER_PAGE
 from tests.webhooks.receiver import Receiver, running_receiver
 
-BATCH_SIZE = int(os.environ.get("BATCH_SIZE_OVERRIDE", "1000"))
-# The tests' price: 3.60 USD a device-hour.
-PAGE_COST_USD = Decimal(str(DEVICE_SECONDS_PER_PAGE)) * Decimal("3.6") / 3600
+BATCH_SIZE = 1000
+# The engine's part of a page's cost at the tests' 3.60 USD a device-hour; a page is
+# also charged the CPU spent finding which way up it is (worker/stages/quality.py), so
+# it costs at least this.
+ENGINE_COST_USD = Decimal(str(DEVICE_SECONDS_PER_PAGE)) * Decimal("3.6") / 3600
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +115,6 @@ def test_a_thousand_documents_end_and_add_up(batch_api: httpx.Client) -> None:
         "ended": BATCH_SIZE,
         "by_status": {"succeeded": BATCH_SIZE},
     }
-    assert Decimal(str(batch["cost_usd"])) == BATCH_SIZE * PAGE_COST_USD
     assert batch["job_ids"] == submitted["job_ids"]
     # The database agrees: every job terminal, one succeeded page each, the same cost.
     [(jobs, pages, cost, unfinished)] = sql(
@@ -124,11 +125,19 @@ def test_a_thousand_documents_end_and_add_up(batch_api: httpx.Client) -> None:
         submitted["id"],
     )
     assert (jobs, pages, unfinished) == (BATCH_SIZE, BATCH_SIZE, 0)
-    assert cost == BATCH_SIZE * PAGE_COST_USD
+    # The batch's cost is what its pages recorded, to the last digit, in the API and in
+    # the event; every page paid at least the engine's fixed device time.
+    assert Decimal(str(batch["cost_usd"])) == cost >= BATCH_SIZE * ENGINE_COST_USD
+    [(cheapest,)] = sql(
+        "SELECT min(pages.device_seconds) FROM pages JOIN jobs ON jobs.id = pages.job_id"
+        " WHERE jobs.batch_id = %s",
+        submitted["id"],
+    )
+    assert cheapest >= DEVICE_SECONDS_PER_PAGE
     assert event["type"] == "batch.completed"
     assert event["data"]["batch_id"] == submitted["id"]
     assert event["data"]["jobs"] == {"succeeded": BATCH_SIZE}
-    assert Decimal(event["data"]["cost_usd"]) == BATCH_SIZE * PAGE_COST_USD
+    assert Decimal(event["data"]["cost_usd"]) == cost
     # The first job's own result is there, in the order the documents were sent.
     first = batch_api.get(f"/v1/jobs/{submitted['job_ids'][0]}").json()
     assert first["source"]["filename"] == "invoice-0.pdf"
