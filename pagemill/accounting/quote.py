@@ -19,9 +19,10 @@ fits cost against the page's measures over the engine's recent pages
 A model whose terms cannot be trusted (too few pages, terms that do not vary apart, a
 slope at or below zero) gives way to one with fewer terms, then to the engine's recent
 mean cost; so does a page not measured, or one the model would price at or below zero.
-A page inspection cannot tell (not measured, or no history to go by) is priced as OCR
-would read it: the dearer guess. A page that draws nothing is free: it is found blank
-before any OCR engine runs (worker.stages.quality).
+A PDF page inspection did not measure is priced like the document's measured pages
+(`quote_usd`); with none measured, as OCR would read it: the dearer guess. A page that
+draws nothing is free: it is found blank before any OCR engine runs
+(worker.stages.quality).
 
 The quote reads at most QUOTE_WINDOW_PAGES rows per engine it prices, once per job.
 """
@@ -147,22 +148,50 @@ def quote_usd(
     ocr_engine: str,
 ) -> Decimal:
     """The selected pages, each at what its likely engine's recent pages say a page
-    holding as much costs (`EngineCosts`)."""
-    has_pdf_page = info.kind is SourceKind.pdf
+    holding as much costs (`EngineCosts`).
+
+    A page inspection did not measure (past its time budget, or too heavy to trace) is
+    priced at the mean of the document's measured pages: a document's pages are mostly
+    alike, and on a busy machine the budget can end a long born-digital document after a
+    few pages. With no page measured, it is priced as OCR would read it."""
     costs: dict[str, EngineCosts] = {}
-    total = Decimal(0)
+    measured_prices: list[Decimal] = []
+    unmeasured: list[int] = []
     for number in numbers:
-        measured = info.facts_of(number)
-        facts = measured or UNMEASURED
-        engine = route_page(requested, facts, has_pdf_page, ocr_engine).engine
-        if facts.draws_nothing and engine != TEXT_LAYER_ENGINE:
-            continue  # found blank before OCR: free
-        if engine not in costs:
-            costs[engine] = EngineCosts.recent(session, settings, engine)
-        if engine == TEXT_LAYER_ENGINE:
-            measures = text_layer_measures(None if measured is None else measured.text_lines)
+        if info.facts_of(number) is None and info.kind is SourceKind.pdf:
+            unmeasured.append(number)
         else:
-            pixels = pixels_read(info, number, engine, settings)
-            measures = ocr_measures(info.ink_of(number), pixels)
-        total += costs[engine].of_page(measures)
+            measured_prices.append(
+                _page_price(session, settings, info, number, requested, ocr_engine, costs)
+            )
+    total = sum(measured_prices, Decimal(0))
+    if unmeasured and measured_prices:
+        total += len(unmeasured) * total / len(measured_prices)
+    else:
+        for number in unmeasured:
+            total += _page_price(session, settings, info, number, requested, ocr_engine, costs)
     return total.quantize(USD_PRECISION)
+
+
+def _page_price(
+    session: Session,
+    settings: Settings,
+    info: DocumentInfo,
+    number: int,
+    requested: str,
+    ocr_engine: str,
+    costs: dict[str, EngineCosts],
+) -> Decimal:
+    measured = info.facts_of(number)
+    facts = measured or UNMEASURED
+    engine = route_page(requested, facts, info.kind is SourceKind.pdf, ocr_engine).engine
+    if facts.draws_nothing and engine != TEXT_LAYER_ENGINE:
+        return Decimal(0)  # found blank before OCR: free
+    if engine not in costs:
+        costs[engine] = EngineCosts.recent(session, settings, engine)
+    if engine == TEXT_LAYER_ENGINE:
+        measures = text_layer_measures(None if measured is None else measured.text_lines)
+    else:
+        pixels = pixels_read(info, number, engine, settings)
+        measures = ocr_measures(info.ink_of(number), pixels)
+    return costs[engine].of_page(measures)

@@ -91,7 +91,9 @@ def test_a_blank_page_is_free(api: httpx.Client, history: None, tmp_path: Path) 
     assert quoted(api, path) == 3 * TEXT_LAYER_MEAN
 
 
-def test_pages_inspection_could_not_tell_are_quoted_as_ocr(history: None) -> None:
+def test_pages_inspection_did_not_measure_are_quoted_like_the_measured_ones(
+    history: None,
+) -> None:
     from pagemill.accounting.quote import quote_usd
     from pagemill.db.session import session_scope
     from pagemill.documents.facts import TextLayerFacts
@@ -103,13 +105,18 @@ def test_pages_inspection_could_not_tell_are_quoted_as_ocr(history: None) -> Non
     # Page 2 was not measured (a heavy page), page 3 lies past the measuring budget.
     info = DocumentInfo(SourceKind.pdf, 3, page_facts=(measured, None))
     settings = Settings()
+    nothing_measured = DocumentInfo(SourceKind.pdf, 3)
     with session_scope() as session:
         auto = quote_usd(session, settings, info, [1, 2, 3], "auto", "rapidocr")
         text_layer = quote_usd(session, settings, info, [2, 3], "textlayer", "rapidocr")
         ocr = quote_usd(session, settings, info, [1], "rapidocr", "rapidocr")
-    assert auto == TEXT_LAYER_MEAN + 2 * OCR_MEAN
+        unknown = quote_usd(session, settings, nothing_measured, [1, 2], "auto", "rapidocr")
+    # Pages 2 and 3 like page 1, the one measured: a document's pages are mostly alike.
+    assert auto == 3 * TEXT_LAYER_MEAN
     assert text_layer == 2 * TEXT_LAYER_MEAN
     assert ocr == OCR_MEAN
+    # With no page measured, each is quoted as OCR would read it: the dearer guess.
+    assert unknown == 2 * OCR_MEAN
 
 
 def test_an_engine_with_no_history_is_quoted_at_the_fallback(db: str) -> None:
