@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from cli.progress import progress_bar
+from pagemill.domain import JobStatus
 from pagemill.engines.catalog import LOCAL_ENGINE_CHOICES, describe_choices
 from pagemill.ops.catalog import VIEWS as OPS_VIEWS
 
@@ -369,7 +370,7 @@ def _wait_for(client: httpx.Client, job_id: str, total: int) -> dict:
         while True:
             job = _json_or_exit(client.get(f"/v1/jobs/{job_id}"))
             progress.update(task, completed=job["pages"]["done"])
-            if job["status"] in ("succeeded", "failed", "cancelled"):
+            if JobStatus(job["status"]).is_terminal:
                 return job
             time.sleep(0.5)
 
