@@ -1,6 +1,6 @@
 """Invoice extraction's cost beside the OCR of the same page, in CPU seconds.
 
-Each corpus invoice (tests/fixtures/corpus/invoices) is rendered in greyscale at the OCR
+Each corpus invoice (tests/fixtures/invoices) is rendered in greyscale at the OCR
 engine's 150 dpi, as a scanner would give it, and read by RapidOcrEngine.convert, which
 also gives the page's blocks; pagemill.invoices.extract_invoices then reads the invoice
 from those blocks. Both are timed in process time (every thread counted), warm (models
@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.common import ROOT, Plan, median, summary, verdict
 
-CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "invoices"
+CORPUS = ROOT / "tests" / "fixtures" / "invoices"
 TARGET_SHARE = 0.2
 OCR_DPI = 150
 

@@ -14,7 +14,7 @@ from pagemill.documents.blocks import Block, BlockKind, Line, PageBlocks, Word
 from tests.support.services import ROOT
 from worker.engines.blocks_textlayer import blocks_from_text_layer
 
-CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "invoices"
+CORPUS = ROOT / "tests" / "fixtures" / "invoices"
 
 
 def pdf_blocks(document: pymupdf.Document) -> list[PageBlocks]:
