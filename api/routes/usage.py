@@ -22,7 +22,7 @@ class QuotaWindowOut(BaseModel):
     resets_at: datetime
 
 
-class UsageOut(BaseModel):
+class ClientUsageOut(BaseModel):
     day: QuotaWindowOut
     month: QuotaWindowOut
     retention_days: int | None = Field(
@@ -30,11 +30,11 @@ class UsageOut(BaseModel):
     )
 
 
-@router.get("/v1/usage", response_model=UsageOut)
-def get_usage(client: ClientDep, session: SessionDep, settings: SettingsDep) -> UsageOut:
+@router.get("/v1/usage", response_model=ClientUsageOut)
+def get_usage(client: ClientDep, session: SessionDep, settings: SettingsDep) -> ClientUsageOut:
     usage = quotas.page_usage(session, settings, client)
     retention = client.retention_days or settings.default_retention_days
-    return UsageOut(
+    return ClientUsageOut(
         day=QuotaWindowOut(**usage.day.as_dict()),
         month=QuotaWindowOut(**usage.month.as_dict()),
         retention_days=retention,
