@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from minio import Minio
 
@@ -63,7 +64,8 @@ def submit_url(api: httpx.Client, url: str, **data: str) -> dict[str, Any]:
 
 
 def stored_keys(s3: ObjectStore, job_id: str) -> list[str]:
-    return [item.object_name for item in s3._client.list_objects(s3.bucket, f"jobs/{job_id}/")]
+    listed = s3._client.list_objects(s3.bucket, f"jobs/{job_id}/", recursive=True)
+    return [item.object_name for item in listed]
 
 
 def test_an_https_source_is_fetched_and_converted(
@@ -177,3 +179,27 @@ def test_the_deployments_own_bucket_is_never_readable_as_a_source() -> None:
     own = TEST_ENV["PAGEMILL_S3_BUCKET"]
     with pytest.raises(ValidationError, match="must not name PAGEMILL_S3_BUCKET"):
         Settings(source_readable_buckets=f"{SOURCES_BUCKET},{own}")
+
+
+def test_a_source_past_the_page_quota_fails_the_job_and_stores_nothing(
+    api: httpx.Client,
+    db: str,
+    worker_process: subprocess.Popen[bytes],
+    source_server: SourceServer,
+    s3: ObjectStore,
+) -> None:
+    """A job by URL has no pages to count at submit; its fetched pages count against the
+    quota before any is read, as an upload's do at submit."""
+    with psycopg.connect(db.replace("+psycopg", "")) as conn:
+        conn.execute("UPDATE clients SET page_quota_day = 2")
+    job = wait_for_job(api, submit_url(api, source_server.url("/invoice.pdf"))["id"])
+    assert job["status"] == "failed", job
+    assert job["error"]["code"] == "quota_exceeded", job["error"]
+    assert "resets at" in job["error"]["message"]
+    assert stored_keys(s3, job["id"]) == []
+    assert api.get("/v1/usage").json()["day"]["used"] == 0
+
+    # Two of its three pages fit.
+    job = wait_for_job(api, submit_url(api, source_server.url("/invoice.pdf"), pages="1-2")["id"])
+    assert job["status"] == "succeeded", job
+    assert api.get("/v1/usage").json()["day"]["used"] == 2

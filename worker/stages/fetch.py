@@ -14,6 +14,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.orm import Session
+
+from pagemill.clients import quotas
+from pagemill.clients.repository import lock_client
 from pagemill.documents.fetch import SOURCE_UNREACHABLE, FetchFailed, fetch_source
 from pagemill.documents.kinds import CONTENT_TYPES
 from pagemill.documents.pagerange import PageRangeError, parse_page_selection
@@ -59,22 +63,53 @@ def fetch_job_source(
             lifecycle.end_job(session, job_id, JobStatus.failed, refused.code, refused.message)
         return None
     size_bytes, sha256, restricted, pages_total = document.facts
-    ctx.store.put_file(JobKeys(job_id).source, destination, CONTENT_TYPES[document.kind])
+    source_key = JobKeys(job_id).source
+    ctx.store.put_file(source_key, destination, CONTENT_TYPES[document.kind])
+    # The quota's check and the pages it counts are one transaction, under the lock.
     with ctx.sessions.begin() as session:
-        recorded = repository.record_fetched_source(
-            session,
-            job_id,
-            attempt,
-            kind=document.kind,
-            size_bytes=size_bytes,
-            sha256=sha256,
-            extraction_restricted=restricted,
-            document_pages=document.page_count,
-            pages_total=pages_total,
-        )
+        over_quota = _over_quota(ctx, session, job_id, pages_total)
+        if over_quota is None:
+            recorded = repository.record_fetched_source(
+                session,
+                job_id,
+                attempt,
+                kind=document.kind,
+                size_bytes=size_bytes,
+                sha256=sha256,
+                extraction_restricted=restricted,
+                document_pages=document.page_count,
+                pages_total=pages_total,
+            )
+        else:
+            code, message = over_quota.code, over_quota.message
+            lifecycle.end_job(session, job_id, JobStatus.failed, code, message)
+    if over_quota is not None:
+        log.info("job %s: source not used: %s", job_id, over_quota.message)
+        ctx.store.remove_objects([source_key])
+        return None
     if not recorded:
         return None
     return FetchedDocument(document.kind, document.page_count)
+
+
+def _over_quota(
+    ctx: StageContext, session: Session, job_id: uuid.UUID, pages: int
+) -> quotas.QuotaExceeded | None:
+    """Whether the fetched pages would take the client past a page quota. A job by URL
+    has no pages to count at submit, so its quota is checked here, under the client's
+    lock as a submission's is; the lock is held until the caller's transaction ends, in
+    which the job either ends refused or records its pages."""
+    job = repository.get_job(session, job_id)
+    if job is None:
+        return None
+    client = lock_client(session, job.client_id)
+    if client is None:
+        return None
+    try:
+        quotas.check_pages(session, ctx.settings, client, pages, lock=False)
+    except quotas.QuotaExceeded as exceeded:
+        return exceeded
+    return None
 
 
 @dataclass(frozen=True)
