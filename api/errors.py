@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pagemill.storage import StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+# Seconds a client is asked to wait before sending again while object storage is down.
+STORAGE_RETRY_AFTER_S = 5
 
 
 class ApiError(Exception):
@@ -27,6 +35,17 @@ class ApiError(Exception):
         # Figures a program needs beside the code (a quota's limit and reset), sent in
         # the error object next to `code` and `message`.
         self.details = details
+
+
+def storage_unavailable_error(error: StorageUnavailable, outcome: str) -> ApiError:
+    """503 for an object store that is down: the request may be sent again shortly."""
+    log.error("object storage unavailable: %s", error, exc_info=error)
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"Object storage is not answering, so {outcome}. Try again shortly.",
+        headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)},
+    )
 
 
 def error_body(
@@ -56,6 +75,11 @@ def install_error_handlers(app: FastAPI) -> None:
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         message = f"The request is invalid: {where or 'request'}: {first.get('msg', 'invalid')}."
         return JSONResponse(error_body("invalid_request", message), 422)
+
+    @app.exception_handler(StorageUnavailable)
+    async def _storage_unavailable(_: Request, error: StorageUnavailable) -> JSONResponse:
+        # Reads of results and pages: nothing was changed, so a retry is safe.
+        return await _api_error(_, storage_unavailable_error(error, "the request failed"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from sqlalchemy.orm import Session
 
 from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
-from api.errors import ApiError
+from api.errors import ApiError, storage_unavailable_error
 from api.inspection import busy_error, get_inspection_gate
 from api.purging import PurgeOut, purge_now
 from api.results import client_job, result_job
@@ -38,7 +38,7 @@ from pagemill.jobs import idempotency, lifecycle, repository, service
 from pagemill.jobs.schemas import JobDetailOut, JobListOut, JobOut, job_detail_out, job_out
 from pagemill.queue import publish_prepare
 from pagemill.settings import Settings
-from pagemill.storage import JobKeys
+from pagemill.storage import JobKeys, StorageUnavailable
 from pagemill.webhooks.outbox import publish_job_webhooks
 
 log = logging.getLogger(__name__)
@@ -167,10 +167,12 @@ async def submit_job(
                 job = await run_in_threadpool(
                     service.submit_job, session, store, settings, client, upload, options, info
                 )
-        except (InputRejected, InspectionBusy) as refused:
+        except (InputRejected, InspectionBusy, StorageUnavailable) as refused:
             session.rollback()
             if idempotency_key is not None:
                 idempotency.release(session, client.id, idempotency_key)
+            if isinstance(refused, StorageUnavailable):
+                raise storage_unavailable_error(refused, "nothing was created") from None
             if isinstance(refused, InspectionBusy):
                 raise busy_error(settings, str(refused)) from None
             if isinstance(refused, QuotaExceeded):

@@ -103,3 +103,32 @@ def test_sigterm_mid_task_finishes_or_requeues(
     stack.start_worker()
     assert wait_terminal(job_id, 180) == "succeeded"
     assert_one_result_per_page(job_id, 4, s3)
+
+
+def test_a_submission_while_s3_is_down_is_refused_and_leaves_nothing(
+    shared_stack: Any, tmp_path: Path
+) -> None:
+    """503 storage_unavailable with Retry-After, not a 500; no job row, and its
+    idempotency key is free again, so the same request succeeds once S3 is back."""
+    stack, _, s3_proxy = shared_stack
+    document = scanned_pdf(tmp_path, 1)
+    headers = {"Idempotency-Key": "outage-submission"}
+    [(jobs_before,)] = db_rows("SELECT count(*) FROM jobs")
+    s3_proxy.cut()
+    try:
+        with stack.client() as client, document.open("rb") as handle:
+            refused = client.post(
+                "/v1/jobs", files={"file": (document.name, handle)}, headers=headers
+            )
+    finally:
+        s3_proxy.restore()
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "storage_unavailable"
+    assert "nothing was created" in refused.json()["error"]["message"]
+    assert int(refused.headers["Retry-After"]) > 0
+    assert db_rows("SELECT count(*) FROM jobs") == [(jobs_before,)]
+
+    with stack.client() as client, document.open("rb") as handle:
+        accepted = client.post("/v1/jobs", files={"file": (document.name, handle)}, headers=headers)
+    assert accepted.status_code == 202, accepted.text
+    assert wait_terminal(accepted.json()["id"], 180) == "succeeded"
