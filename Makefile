@@ -44,7 +44,7 @@ chromium:
 	fi
 
 pytest: $(STAMP) bench-tools chromium
-	$(BIN)/python -m pytest --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
+	$(BIN)/python -m pytest --durations=30 --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
 
 # test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm);
 # it goes before pytest so the benchmark smoke run (tests/bench) finds that

@@ -15,6 +15,7 @@ from pagemill.db.models import Page
 from pagemill.documents.blocks import PageBlocks
 from pagemill.documents.pagerange import selection_includes
 from pagemill.domain import TERMINAL_JOB_STATUSES, PageStatus
+from pagemill.engines.catalog import GPU_ENGINES
 from pagemill.jobs import repository
 from pagemill.storage import JobKeys
 
@@ -79,7 +80,7 @@ def _read_page(session: SessionDep, client_id: uuid.UUID, job_id: uuid.UUID, num
 
 
 def _why_no_blocks(page: Page) -> str:
-    if page.engine == "vllm":
+    if page.engine in GPU_ENGINES:
         return (
             f"Page {page.number} was read by a vision model whose profile gives no boxes "
             "(only grounding profiles such as deepseek-ocr do), so it has Markdown but no blocks."

@@ -20,7 +20,7 @@ from pagemill.storage import ObjectStore
 from tests.cli import test_client_and_submit as cli_tests
 from tests.conftest import RUN_ID, TEST_ENV, TMP_ROOT, make_client_key
 from tests.support import services
-from tests.support.instant_app import DEVICE_SECONDS_PER_PAGE
+from tests.support.instant_engine import DEVICE_SECONDS_PER_PAGE
 from tests.webhooks.receiver import Receiver, running_receiver
 
 BATCH_SIZE = 1000

@@ -6,7 +6,9 @@ text layer is replaced by one that answers at once with a fixed page and a fixed
 device time, so that every page's cost is known in advance. Prepare's rendering runs
 the real renderer's code, in the worker process rather than a sandboxed child: the
 sandbox has tests of its own (tests/pagemill/test_sandbox.py), and a thousand forks
-would measure the machine, not the service. Production code never imports this module.
+would measure the machine, not the service. Production code never imports this module, and
+tests only name it to a worker they start: importing it replaces the engine in the
+importing process (the figures are in tests/support/instant_engine.py).
 """
 
 from __future__ import annotations
@@ -16,27 +18,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from pagemill.engines.catalog import TEXT_LAYER_ENGINE
+from tests.support.instant_engine import InstantTextLayerEngine
 from worker import render_child
 from worker.celery_app import app
 from worker.engines import registry
-from worker.engines.base import EngineResult, PageInput
 from worker.stages import prepare
-
-# At the tests' 3.60 USD a device-hour, a page costs 0.00025 USD.
-DEVICE_SECONDS_PER_PAGE = 0.25
-
-
-class InstantTextLayerEngine:
-    name = TEXT_LAYER_ENGINE
-    render_dpi = 150
-
-    def convert(self, page: PageInput) -> EngineResult:
-        return EngineResult(
-            markdown=f"# Page {page.facts.number}\n\nA fixed page from the instant engine.\n",
-            device_seconds=DEVICE_SECONDS_PER_PAGE,
-            device_kind="cpu",
-            finish_reason="stop",
-        )
 
 
 def _render_in_process(module: str, args: list[str], limits: Any) -> Iterator[dict[str, Any]]:

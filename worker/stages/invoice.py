@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable
 
 from pagemill.documents.blocks import PageBlocks
+from pagemill.engines.catalog import TEXT_LAYER_ENGINE
 from pagemill.storage import JobKeys, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -42,5 +43,7 @@ def _blocks(store: ObjectStore, keys: JobKeys, number: int) -> PageBlocks | None
         # Loaded only here: finalize workers otherwise never load PyMuPDF.
         from worker.engines.blocks_textlayer import blocks_from_text_layer
 
-        return blocks_from_text_layer(store.get_bytes(keys.page_pdf(number)), number, "textlayer")
+        return blocks_from_text_layer(
+            store.get_bytes(keys.page_pdf(number)), number, TEXT_LAYER_ENGINE
+        )
     return None
