@@ -2,7 +2,8 @@
 
 Every endpoint that serves a job's objects (its document, manifest, page Markdown, page
 images...) takes its job from `ResultJobDep`, so a purged job answers 410 `purged`
-everywhere, from the moment its purge begins, and never 404 or 500.
+everywhere, from the moment its purge begins, and never 404 or 500. Those that serve one
+page's result take the page from `read_page`, so a page not read yet is refused alike.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from fastapi import Depends
 
 from api.deps import ClientDep, SessionDep
 from api.errors import ApiError
-from pagemill.db.models import Client, Job
+from pagemill.db.models import Client, Job, Page
+from pagemill.documents.pagerange import selection_includes
+from pagemill.domain import TERMINAL_JOB_STATUSES, PageStatus
 from pagemill.jobs import repository
 
 
@@ -42,3 +45,32 @@ def result_job(job_id: uuid.UUID, client: ClientDep, session: SessionDep) -> Job
 
 
 ResultJobDep = Annotated[Job, Depends(result_job)]
+
+
+def read_page(session: SessionDep, job: Job, number: int, result: str) -> Page:
+    """The job's page `number`, read; else 404 or 409 saying why it has no `result` yet.
+
+    `result` names what the caller serves ("Markdown", "blocks") in the refusals.
+    """
+    page = repository.get_page_by_number(session, job.id, number)
+    if page is None:
+        if job.document_pages is None:  # a source still being fetched
+            raise ApiError(
+                409,
+                "page_not_ready",
+                f"Page {number} has no {result}; the document is not fetched yet "
+                f"(the job is {job.status.value}).",
+            )
+        if not selection_includes(job.page_selection, job.document_pages, number):
+            raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
+        # Selected, but prepare has not reached it, or the job ended before it did.
+        if job.status in TERMINAL_JOB_STATUSES:
+            why = f"the job ended ({job.status.value}) before the page was prepared"
+        else:
+            why = f"the job is {job.status.value} and has not prepared it yet"
+        raise ApiError(409, "page_not_ready", f"Page {number} has no {result}; {why}.")
+    if page.status is not PageStatus.succeeded:
+        raise ApiError(
+            409, "page_not_ready", f"Page {number} has no {result}; it is {page.status.value}."
+        )
+    return page

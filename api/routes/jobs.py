@@ -20,18 +20,16 @@ from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError, storage_unavailable_error
 from api.inspection import busy_error, get_inspection_gate
 from api.purging import PurgeOut, purge_now
-from api.results import client_job, result_job
+from api.results import client_job, read_page, result_job
 from api.routes.usage import quota_error
 from pagemill.clients.quotas import QuotaExceeded
 from pagemill.db.models import Client, Job
 from pagemill.documents.inspect import InspectionBusy
-from pagemill.documents.pagerange import selection_includes
 from pagemill.domain import (
     TERMINAL_JOB_STATUSES,
     InputRejected,
     JobStatus,
     LicenseUse,
-    PageStatus,
 )
 from pagemill.engines.catalog import ENGINE_CHOICES, describe_choices
 from pagemill.jobs import idempotency, lifecycle, repository, service
@@ -339,27 +337,7 @@ def get_page_markdown(
     store: StoreDep,
 ) -> PlainTextResponse:
     job = result_job(job_id, client, session)
-    page = repository.get_page_by_number(session, job.id, number)
-    if page is None:
-        if job.document_pages is None:
-            raise ApiError(
-                409,
-                "page_not_ready",
-                f"Page {number} has no Markdown; the document is not "
-                f"fetched yet (the job is {job.status.value}).",
-            )
-        if not selection_includes(job.page_selection, job.document_pages, number):
-            raise ApiError(404, "page_not_found", f"Page {number} is not part of this job.")
-        # Selected, but prepare has not reached it, or the job ended before it did.
-        if job.status in TERMINAL_JOB_STATUSES:
-            why = f"the job ended ({job.status.value}) before the page was prepared"
-        else:
-            why = f"the job is {job.status.value} and has not prepared it yet"
-        raise ApiError(409, "page_not_ready", f"Page {number} has no Markdown; {why}.")
-    if page.status is not PageStatus.succeeded:
-        raise ApiError(
-            409, "page_not_ready", f"Page {number} has no Markdown; it is {page.status.value}."
-        )
+    read_page(session, job, number, "Markdown")
     body = store.get_bytes(JobKeys(job.id).page_markdown(number)).decode()
     return PlainTextResponse(body, media_type="text/markdown; charset=utf-8")
 
