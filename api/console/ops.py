@@ -21,7 +21,6 @@ from api.deps import MAX_OFFSET, SessionDep
 from pagemill.domain import DeliveryStatus
 from pagemill.ops.metrics import read_queue_depths
 from pagemill.ops.repository import read_view, worker_queues
-from pagemill.queue import publish_webhook_delivery
 from pagemill.webhooks import outbox
 from pagemill.webhooks import repository as webhooks_repository
 
@@ -211,15 +210,8 @@ def replay_delivery(
     session: SessionDep,
     back: Annotated[str, Form()] = "/console/webhooks",
 ) -> Response:
-    original = webhooks_repository.get_delivery(session, delivery_id, None)
-    if original is None:
+    if outbox.replay_delivery(session, delivery_id, None) is None:
         raise ConsoleError(404, "delivery_not_found", "There is no webhook delivery with this id.")
-    replay_id = outbox.replay(session, original)
-    session.commit()
-    try:
-        publish_webhook_delivery(str(replay_id))
-    except Exception:
-        log.exception("could not publish webhook delivery %s; left for the reaper", replay_id)
     # Back to a console page only: never an address the form was given from elsewhere.
     safe = back.startswith("/console/") and "//" not in back and back.isprintable()
     target = back if safe else "/console/webhooks"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import timedelta
 from typing import Annotated
@@ -13,7 +12,6 @@ from api.deps import AdminDep, ClientDep, OffsetQuery, SessionDep, SettingsDep
 from api.errors import ApiError
 from pagemill.domain import DeliveryStatus
 from pagemill.jobs import repository as jobs_repository
-from pagemill.queue import publish_webhook_delivery
 from pagemill.webhooks import outbox, repository
 from pagemill.webhooks.schemas import (
     OpsWebhookDeliveryListOut,
@@ -24,7 +22,6 @@ from pagemill.webhooks.schemas import (
     ops_delivery_out,
 )
 
-log = logging.getLogger(__name__)
 router = APIRouter(tags=["webhooks"])
 
 MAX_SECRET_OVERLAP_S = 7 * 24 * 3600
@@ -52,17 +49,9 @@ def replay_delivery(
 ) -> WebhookDeliveryOut:
     """Send the event again: same webhook-id and body, new timestamp and signature.
     Re-enables an endpoint that a 410 disabled. Admin keys may replay any delivery."""
-    original = repository.get_delivery(session, delivery_id, None if client.is_admin else client.id)
-    if original is None:
+    replayed = outbox.replay_delivery(session, delivery_id, None if client.is_admin else client.id)
+    if replayed is None:
         raise ApiError(404, "delivery_not_found", "There is no webhook delivery with this id.")
-    replay_id = outbox.replay(session, original)
-    session.commit()
-    try:
-        publish_webhook_delivery(str(replay_id))
-    except Exception:
-        log.exception("could not publish webhook delivery %s; left for the reaper", replay_id)
-    replayed = repository.get_delivery(session, replay_id, None)
-    assert replayed is not None
     return delivery_out(replayed)
 
 

@@ -91,17 +91,38 @@ def publish_due_deliveries(
     return delivery_ids
 
 
-def replay(session: Session, original: DeliveryView) -> uuid.UUID:
-    """A new delivery of the same event: same webhook-id, same body, new timestamp
-    and signature. Asking for a replay re-enables an endpoint a 410 disabled."""
+def replay_delivery(
+    session: Session,
+    delivery_id: uuid.UUID,
+    client_id: uuid.UUID | None,
+    publish: Publish = queue.publish_webhook_delivery,
+) -> DeliveryView | None:
+    """Send a delivery's event again and return the new delivery, or None if there is no
+    such delivery of `client_id`'s (of anyone's when None: an operator's replay).
+
+    Same webhook-id, same body, new timestamp and signature. Asking for a replay
+    re-enables an endpoint a 410 disabled. Commits the session, then publishes; if the
+    broker is down, the reaper publishes the committed delivery instead.
+    """
+    original = repository.get_delivery(session, delivery_id, client_id)
+    if original is None:
+        return None
     repository.enable_endpoint(session, original.endpoint.id)
-    return repository.insert_delivery(
+    replay_id = repository.insert_delivery(
         session,
         original.event.id,
         original.endpoint.id,
         replay_of_id=original.delivery.id,
-        published=True,  # the caller publishes once this commits
+        published=True,  # published below, once this commits
     )
+    session.commit()
+    try:
+        publish(str(replay_id))
+    except Exception:
+        log.exception("could not publish webhook delivery %s; left for the reaper", replay_id)
+    replayed = repository.get_delivery(session, replay_id, None)
+    assert replayed is not None  # committed above
+    return replayed
 
 
 def rotate_secret(
