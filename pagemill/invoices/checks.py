@@ -59,6 +59,16 @@ def _not_applicable(name: str, why: str) -> Check:
     return Check(name=name, status=CheckStatus.NOT_APPLICABLE, fields=[], detail=why)
 
 
+def _outcome(name: str, fields: list[str], passed: bool, if_passed: str, if_failed: str) -> Check:
+    """A check that could be made: passed or failed, with what it saw either way."""
+    return Check(
+        name=name,
+        status=CheckStatus.PASSED if passed else CheckStatus.FAILED,
+        fields=fields,
+        detail=if_passed if passed else if_failed,
+    )
+
+
 def _line_items_sum(invoice: Invoice) -> Check:
     name = "line_items_sum"
     counted = [
@@ -120,19 +130,12 @@ def _subtotal_plus_tax(invoice: Invoice) -> Check:
     total = _amount(invoice.fields.get(total_field))
     if subtotal is None or tax is None or total is None:
         return _not_applicable(name, "subtotal, tax or total not found")
-    fields = ["subtotal", "tax_amount", total_field]
-    if _close(subtotal + tax, total, 2):
-        return Check(
-            name=name,
-            status=CheckStatus.PASSED,
-            fields=fields,
-            detail=f"{subtotal} + {tax} = {total}",
-        )
-    return Check(
-        name=name,
-        status=CheckStatus.FAILED,
-        fields=fields,
-        detail=f"{subtotal} + {tax} = {subtotal + tax}, but the {total_field} is {total}",
+    return _outcome(
+        name,
+        ["subtotal", "tax_amount", total_field],
+        _close(subtotal + tax, total, 2),
+        f"{subtotal} + {tax} = {total}",
+        f"{subtotal} + {tax} = {subtotal + tax}, but the {total_field} is {total}",
     )
 
 
@@ -155,22 +158,14 @@ def _quantity_times_price(items: list[LineItem]) -> Iterable[Check]:
         if item.tax_rate is not None:
             expected.append(net * (1 + Decimal(item.tax_rate.value) / 100))
         prefix = f"line_items[{index}]"
-        fields = [f"{prefix}.quantity", f"{prefix}.unit_price", f"{prefix}.amount"]
-        if any(_close(value, amount, 2) for value in expected):
-            yield Check(
-                name=name,
-                status=CheckStatus.PASSED,
-                fields=fields,
-                detail=f"line {index + 1}: {quantity} x {price} = {amount}",
-            )
-        else:
-            yield Check(
-                name=name,
-                status=CheckStatus.FAILED,
-                fields=fields,
-                detail=f"line {index + 1}: {quantity} x {price} = {net.quantize(CENT)}, "
-                f"but the amount is {amount}",
-            )
+        yield _outcome(
+            name,
+            [f"{prefix}.quantity", f"{prefix}.unit_price", f"{prefix}.amount"],
+            any(_close(value, amount, 2) for value in expected),
+            f"line {index + 1}: {quantity} x {price} = {amount}",
+            f"line {index + 1}: {quantity} x {price} = {net.quantize(CENT)}, "
+            f"but the amount is {amount}",
+        )
 
 
 def _due_after_issue(invoice: Invoice) -> Check:
@@ -178,19 +173,12 @@ def _due_after_issue(invoice: Invoice) -> Check:
     issue, due = invoice.fields.get("issue_date"), invoice.fields.get("due_date")
     if issue is None or due is None:
         return _not_applicable(name, "issue or due date not found")
-    fields = ["issue_date", "due_date"]
-    if date.fromisoformat(due.value) >= date.fromisoformat(issue.value):
-        return Check(
-            name=name,
-            status=CheckStatus.PASSED,
-            fields=fields,
-            detail=f"due {due.value}, issued {issue.value}",
-        )
-    return Check(
-        name=name,
-        status=CheckStatus.FAILED,
-        fields=fields,
-        detail=f"due {due.value} is before the issue date {issue.value}",
+    return _outcome(
+        name,
+        ["issue_date", "due_date"],
+        date.fromisoformat(due.value) >= date.fromisoformat(issue.value),
+        f"due {due.value}, issued {issue.value}",
+        f"due {due.value} is before the issue date {issue.value}",
     )
 
 
@@ -198,18 +186,12 @@ def _one_currency(currencies: set[str]) -> Check:
     name = "one_currency"
     if not currencies:
         return _not_applicable(name, "no currency printed")
-    if len(currencies) == 1:
-        return Check(
-            name=name,
-            status=CheckStatus.PASSED,
-            fields=["currency"],
-            detail=f"every amount in {next(iter(currencies))}",
-        )
-    return Check(
-        name=name,
-        status=CheckStatus.FAILED,
-        fields=["currency"],
-        detail=f"amounts in {', '.join(sorted(currencies))}",
+    return _outcome(
+        name,
+        ["currency"],
+        len(currencies) == 1,
+        f"every amount in {next(iter(currencies))}",
+        f"amounts in {', '.join(sorted(currencies))}",
     )
 
 
