@@ -2,7 +2,8 @@
 
 Most tests use the session's API and worker. Those that need a worker holding a page
 while they act share a private pair (`held_stack`): an API and a worker whose OCR stage
-holds pages until released (tests/lifecycle/held_app.py), on their own queues.
+holds pages until released (tests/lifecycle/held_app.py), on their own queues. They
+talk to it through `held_api`, which holds everything before the test and after it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,15 @@ class HeldStack:
     def held_pages(self) -> list[int]:
         return sorted(int(p.name.split("-")[1].split(".")[0]) for p in self.hold_dir.glob("*.held"))
 
+    @contextmanager
+    def until_fenced(self, job_id: str, what: str) -> Iterator[None]:
+        """Wait, once the block has released held work of a purged job, for the worker to
+        find the fence and take back what it wrote; only what it logs from now counts."""
+        log_mark = self.worker_log.stat().st_size
+        yield
+        fenced = f"job {job_id} is being purged".encode()
+        services.wait_until(lambda: fenced in self.worker_log.read_bytes()[log_mark:], 60, what)
+
 
 @pytest.fixture(scope="module")
 def held_stack(database_url: str, redis_client: redis.Redis, s3: Any) -> Iterator[HeldStack]:
@@ -98,3 +109,15 @@ def held_stack(database_url: str, redis_client: redis.Redis, s3: Any) -> Iterato
             services.stop(process)
         for key in redis_client.scan_iter(f"{HELD_QUEUE_PREFIX}*"):
             redis_client.delete(key)
+
+
+@pytest.fixture
+def held_api(held_stack: HeldStack, api_key: str) -> Iterator[httpx.Client]:
+    """A client of the held stack's API; pages and finalizes are held when it is handed
+    over, and again once the test is done, whatever it released."""
+    held_stack.hold()
+    with httpx.Client(
+        base_url=held_stack.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
+    ) as api:
+        yield api
+    held_stack.hold()

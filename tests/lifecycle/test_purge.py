@@ -68,73 +68,47 @@ def wait_for(check: Any, timeout_s: float, what: str) -> None:
 
 
 def test_purge_under_a_running_job_stays_purged_after_the_worker_finishes_its_page(
-    held_stack: HeldStack, api_key: str
+    held_stack: HeldStack, held_api: httpx.Client
 ) -> None:
-    held_stack.hold()
-    with httpx.Client(
-        base_url=held_stack.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
-    ) as api:
-        job_id = submit(api, pages="1-2").json()["id"]
-        # The worker has prepared the pages and holds page 1 in front of its engine.
-        wait_for(lambda: held_stack.held_pages() == [1], 60, "the worker holding page 1")
-        assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
-        assert stored_keys(job_id), "prepare stored the source and pages"
+    job_id = submit(held_api, pages="1-2").json()["id"]
+    # The worker has prepared the pages and holds page 1 in front of its engine.
+    wait_for(lambda: held_stack.held_pages() == [1], 60, "the worker holding page 1")
+    assert held_api.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+    assert stored_keys(job_id), "prepare stored the source and pages"
 
-        answer = api.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["job"]["status"] == "purged"
-        assert answer.json()["removed"]["by_kind"]["source"] == 1
-        assert stored_keys(job_id) == []
+    answer = held_api.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["job"]["status"] == "purged"
+    assert answer.json()["removed"]["by_kind"]["source"] == 1
+    assert stored_keys(job_id) == []
 
-        # The worker now reads page 1 and stores its Markdown: the fence makes it take
-        # the object back out, and page 2 is never run.
-        log_mark = held_stack.worker_log.stat().st_size
+    # The worker now reads page 1 and stores its Markdown: the fence makes it take
+    # the object back out, and page 2 is never run.
+    with held_stack.until_fenced(job_id, "the worker removing what it wrote"):
         held_stack.release()
-        wait_for(
-            lambda: (
-                f"job {job_id} is being purged".encode()
-                in held_stack.worker_log.read_bytes()[log_mark:]
-            ),
-            60,
-            "the worker removing what it wrote",
-        )
-        assert stored_keys(job_id) == []
-        pages = sql("SELECT number, status FROM pages WHERE job_id = %s ORDER BY number", job_id)
-        assert [(n, str(s)) for n, s in pages] == [(1, "cancelled"), (2, "cancelled")]
-        assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "purged"
-        assert_results_gone(api, job_id)
-    held_stack.hold()
+    assert stored_keys(job_id) == []
+    pages = sql("SELECT number, status FROM pages WHERE job_id = %s ORDER BY number", job_id)
+    assert [(n, str(s)) for n, s in pages] == [(1, "cancelled"), (2, "cancelled")]
+    assert held_api.get(f"/v1/jobs/{job_id}").json()["status"] == "purged"
+    assert_results_gone(held_api, job_id)
 
 
 def test_purge_while_finalize_assembles_leaves_no_document_behind(
-    held_stack: HeldStack, api_key: str
+    held_stack: HeldStack, held_api: httpx.Client
 ) -> None:
-    held_stack.hold()
-    with httpx.Client(
-        base_url=held_stack.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
-    ) as api:
-        held_stack.release()  # pages run; the finalize that follows is held
-        job_id = submit(api, pages="1").json()["id"]
-        wait_for(held_stack.finalize_held, 60, "the worker holding the finalize")
-        answer = api.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["removed"]["by_kind"]["page_markdown"] == 1
-        assert stored_keys(job_id) == []
+    held_stack.release()  # pages run; the finalize that follows is held
+    job_id = submit(held_api, pages="1").json()["id"]
+    wait_for(held_stack.finalize_held, 60, "the worker holding the finalize")
+    answer = held_api.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["removed"]["by_kind"]["page_markdown"] == 1
+    assert stored_keys(job_id) == []
 
-        # Finalize now writes document.md and manifest.json, then sees the fence.
-        log_mark = held_stack.worker_log.stat().st_size
+    # Finalize now writes document.md and manifest.json, then sees the fence.
+    with held_stack.until_fenced(job_id, "finalize removing what it wrote"):
         held_stack.release_finalize()
-        wait_for(
-            lambda: (
-                f"job {job_id} is being purged".encode()
-                in held_stack.worker_log.read_bytes()[log_mark:]
-            ),
-            60,
-            "finalize removing what it wrote",
-        )
-        assert stored_keys(job_id) == []
-        assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "purged"
-    held_stack.hold()
+    assert stored_keys(job_id) == []
+    assert held_api.get(f"/v1/jobs/{job_id}").json()["status"] == "purged"
 
 
 def test_the_reaper_purges_jobs_past_their_clients_retention(
