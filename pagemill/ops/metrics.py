@@ -1,4 +1,5 @@
-"""Prometheus metrics, read at scrape time: page counts, latency, device time, cost and
+"""Prometheus metrics, read at scrape time: page counts (the pages engines ran, and
+apart from them the pages copied from the result cache), latency, device time, cost and
 speculative-decoding acceptance from Postgres, queue depths, the age of each queue's
 oldest waiting message and parked poison messages from Redis.
 
@@ -215,12 +216,23 @@ def _poison_metric(parked: dict[tuple[str, str], int]) -> Metric:
 def _page_metrics(snapshot: MetricsSnapshot) -> Iterator[Metric]:
     pages = CounterMetricFamily(
         "pagemill_pages_processed",
-        "Pages that ended, by the engine that ran them and how they ended.",
+        "Pages that ended, by the engine that ran them and how they ended; result-cache "
+        "hits are in pagemill_pages_cached_total instead.",
         labels=["engine", "status"],
     )
     for (engine, status), count in sorted(snapshot.pages.items()):
         pages.add_metric([engine, status], count)
     yield pages
+
+    cached = CounterMetricFamily(
+        "pagemill_pages_cached",
+        "Pages served from the result cache (copied from an earlier job; no engine ran), "
+        "by the engine that read the original.",
+        labels=["engine"],
+    )
+    for engine, count in sorted(snapshot.cached_pages.items()):
+        cached.add_metric([engine], count)
+    yield cached
 
     latency = HistogramMetricFamily(
         "pagemill_page_latency_seconds",

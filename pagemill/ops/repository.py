@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from pagemill.db.models import Page, Worker
 from pagemill.domain import PageStatus
+from pagemill.jobs.result_cache import CACHE_DEVICE_KIND
 from pagemill.ops.catalog import VIEWS
 
 # Upper bounds of the page latency histogram, in seconds (+Inf is added).
@@ -101,8 +102,10 @@ class LatencyHistogram:
 
 @dataclass
 class MetricsSnapshot:
-    # (engine, status) -> pages that ended so
+    # (engine, status) -> pages that ended so, result-cache copies left out
     pages: dict[tuple[str, str], int] = field(default_factory=dict)
+    # engine that read the original -> pages copied from the result cache
+    cached_pages: dict[str, int] = field(default_factory=dict)
     latency: list[LatencyHistogram] = field(default_factory=list)
     # (engine, device_kind) -> device seconds / cost in USD
     device_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -126,12 +129,20 @@ def metrics_snapshot(engine: Engine) -> MetricsSnapshot:
             select(func.set_config("statement_timeout", str(METRICS_STATEMENT_TIMEOUT_MS), True))
         )
 
+        # A cache hit's pages keep the engine that read the original, but no engine ran
+        # them: counted apart, so pages per engine is the work engines did.
         for engine_name, status, pages in conn.execute(
             select(engine_label, Page.status, func.count())
-            .where(Page.status.in_(_ENDED))
+            .where(Page.status.in_(_ENDED), Page.device_kind.is_distinct_from(CACHE_DEVICE_KIND))
             .group_by(engine_label, Page.status)
         ):
             snapshot.pages[(engine_name, str(status))] = int(pages)
+        for engine_name, pages in conn.execute(
+            select(engine_label, func.count())
+            .where(Page.status == PageStatus.succeeded, Page.device_kind == CACHE_DEVICE_KIND)
+            .group_by(engine_label)
+        ):
+            snapshot.cached_pages[engine_name] = int(pages)
 
         wall = Page.wall_seconds
         buckets = [func.count().filter(wall <= bound) for bound in LATENCY_BUCKETS_S]

@@ -1,16 +1,19 @@
 """The result cache: a document sent again with the same options reuses the stored
 result, after the API restarted too (the cache is Postgres and S3, not memory); no engine
-runs, nothing is charged, and only the client's own, unpurged jobs count."""
+runs, nothing is charged, only the client's own, unpurged jobs count, and /metrics
+counts a hit's pages apart from the pages an engine processed."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TMP_ROOT, make_client_key, wait_for_job
 from tests.lifecycle.conftest import sql, stored_keys, submit
@@ -93,3 +96,32 @@ def test_a_purged_source_is_not_served_even_while_its_copy_is_being_made(
     again = submit(api, pages="1").json()
     assert (again["status"], again["cached_from"]) == ("queued", None)
     api.delete(f"/v1/jobs/{again['id']}")
+
+
+def counted(api_url: str, metric: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of one /metrics counter, by their sorted labels."""
+    text = httpx.get(f"{api_url}/metrics", timeout=30).text
+    return {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == metric
+    }
+
+
+def test_metrics_count_a_cache_hits_pages_as_cached_not_as_processed_by_their_engine(
+    api: httpx.Client, api_url: str, worker_process: subprocess.Popen[bytes]
+) -> None:
+    first = wait_for_job(api, submit(api, pages="1-2").json()["id"])
+    assert first["status"] == "succeeded", first
+    by_engine = Counter(page["engine"] for page in first["page_details"])
+    hit = submit(api, pages="1-2").json()
+    assert (hit["status"], hit["cached_from"]) == ("succeeded", first["id"])
+
+    # Only the first job's pages ran an engine; the hit's two were copied.
+    assert counted(api_url, "pagemill_pages_processed_total") == {
+        (("engine", engine), ("status", "succeeded")): pages for engine, pages in by_engine.items()
+    }
+    assert counted(api_url, "pagemill_pages_cached_total") == {
+        (("engine", engine),): pages for engine, pages in by_engine.items()
+    }
