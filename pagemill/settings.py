@@ -249,6 +249,13 @@ class Settings(BaseSettings):
         description="Device seconds a page is assumed to take when an engine has no history "
         "yet to quote from.",
     )
+    quote_model_ttl_s: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds the API keeps an engine's recent page costs and the cost model "
+        "fitted over them before reading them again for a quote; 0 reads them at every "
+        "submit.",
+    )
     device_price_usd_per_hour: float = Field(
         0.05,
         description="What one device-hour of this worker costs (a core for CPU pools, a GPU "

@@ -62,6 +62,9 @@ TEST_ENV = {
     "PAGEMILL_SOURCE_FETCH_CA_BUNDLE": str(TMP_ROOT / "source-ca.pem"),
     "PAGEMILL_SOURCE_FETCH_TIMEOUT_S": "3",
     "PAGEMILL_SOURCE_READABLE_BUCKETS": f"pagemill-test-sources-{RUN_ID}",
+    # Each test empties the database and writes the history its quotes read: a cost model
+    # the API kept from an earlier test would price its pages (tests/accounting sets one).
+    "PAGEMILL_QUOTE_MODEL_TTL_S": "0",
 }
 # Set before anything reads settings, so in-process code and child processes agree.
 os.environ.update(TEST_ENV)

@@ -22,10 +22,11 @@ import pymupdf
 from PIL import Image
 
 from pagemill.documents.facts import (
+    NO_TEXT_LINES,
     image_coverage,
     image_ink_fraction,
     ink_fraction,
-    text_line_count,
+    text_lines,
     trace_text,
 )
 from pagemill.domain import SourceKind
@@ -72,6 +73,8 @@ class RenderedPage:
     # Its text layer's lines, kept for the same reason (the text layer engine is priced
     # by them); None for an image.
     text_lines: int | None = None
+    # And the share of its text rows holding lines side by side, for the same reason.
+    side_by_side_share: float | None = None
 
 
 def render_pages(
@@ -103,6 +106,7 @@ def _render_pdf_pages(
                 pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
                 png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
                 ink = ink_fraction(page)
+            lines = text_lines(page) if facts.text_chars else NO_TEXT_LINES
             pdf_bytes = None
             if outputs.pdf_page:
                 single = pymupdf.open()
@@ -118,7 +122,8 @@ def _render_pdf_pages(
                 pdf_page=pdf_bytes,
                 render_seconds=time.perf_counter() - started,
                 ink_fraction=ink,
-                text_lines=text_line_count(page) if facts.text_chars else 0,
+                text_lines=lines.count,
+                side_by_side_share=lines.side_by_side_share,
             )
 
 

@@ -53,6 +53,7 @@ def run(args: list[str]) -> None:
                     **dataclasses.asdict(page.facts),
                     "ink_fraction": page.ink_fraction,
                     "text_lines": page.text_lines,
+                    "side_by_side_share": page.side_by_side_share,
                 },
                 "engine": route.engine,
                 "engine_reason": route.reason,

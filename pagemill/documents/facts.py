@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +30,9 @@ class TextLayerFacts:
     draws_nothing: bool = False
     # Lines of text (text_line_count); None where not counted. Only the quote reads it.
     text_lines: int | None = None
+    # Share of the text rows that hold lines side by side (TextLines); None where not
+    # measured. Only the quote reads it.
+    side_by_side_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
     trace = trace_text(page)
     text_chars = trace.visible_chars + trace.invisible_chars
     coverage = image_coverage(page)
+    lines = text_lines(page) if text_chars else NO_TEXT_LINES
     return TextLayerFacts(
         text_chars=text_chars,
         unreadable_chars=trace.unreadable_chars,
@@ -90,18 +94,62 @@ def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
         # The bounding boxes of everything drawn: asked only of a page with no text and no
         # image, where it is a short list.
         draws_nothing=text_chars == 0 and coverage == 0 and not page.get_bboxlog(),
-        text_lines=text_line_count(page) if text_chars else 0,
+        text_lines=lines.count,
+        side_by_side_share=lines.side_by_side_share,
     )
 
 
-def text_line_count(page: pymupdf.Page) -> int:
-    """Lines of text in the text layer, as MuPDF groups its words into lines.
+@dataclass(frozen=True)
+class TextLines:
+    """What the text layer engine's cost runs with (pagemill.accounting.quote), as
+    inspection at submit and prepare both measure it.
 
-    What the text layer engine's cost runs with (pagemill.accounting.quote): its layout
-    analysis works line by line, so a form of many short lines costs more than a page of
-    prose with more characters. Inspection at submit and prepare both count with it.
-    A few milliseconds on a typical page; images are not decoded for it."""
-    return len({(word[5], word[6]) for word in page.get_text("words")})
+    `count`: lines of text, as MuPDF groups its words into lines. The layout analysis
+    works line by line, so a form of many short lines costs more than a page of prose
+    with more characters.
+
+    `side_by_side_share`: of the page's rows of text (lines at the same height), the
+    share holding more than one line side by side: the cells of a table or a form, the
+    columns of a layout. The layout analysis reads each table it finds again to recover
+    its grid, about a quarter of a plain page's cost each, and tables are where lines
+    stand side by side (on the benchmark corpus an invoice with three tables cost twice
+    a page of prose of as many lines)."""
+
+    count: int
+    side_by_side_share: float
+
+
+NO_TEXT_LINES = TextLines(0, 0.0)
+
+
+def text_lines(page: pymupdf.Page) -> TextLines:
+    """A few milliseconds on a typical page; images are not decoded for it."""
+    extents: dict[tuple[int, int], tuple[float, float]] = {}
+    for _x0, top, _x1, bottom, _text, block, line, _word in page.get_text("words"):
+        seen_top, seen_bottom = extents.get((block, line), (top, bottom))
+        extents[(block, line)] = (min(seen_top, top), max(seen_bottom, bottom))
+    rows = _rows_of(extents.values())
+    shared = sum(1 for lines_in_row in rows if lines_in_row > 1)
+    return TextLines(len(extents), shared / len(rows) if rows else 0.0)
+
+
+def text_line_count(page: pymupdf.Page) -> int:
+    return text_lines(page).count
+
+
+def _rows_of(extents: Iterable[tuple[float, float]]) -> list[int]:
+    """How many lines stand in each row: lines in one row when the next one's middle is
+    within half its height of the middle of the row's first line."""
+    rows: list[int] = []
+    row_middle = -math.inf
+    for top, bottom in sorted(extents, key=lambda extent: extent[0] + extent[1]):
+        middle = (top + bottom) / 2
+        if rows and middle - row_middle <= (bottom - top) / 2:
+            rows[-1] += 1
+        else:
+            rows.append(1)
+            row_middle = middle
+    return rows
 
 
 # How much a page holds, as OCR will find it: how much of a small greyscale rendering is

@@ -302,13 +302,14 @@ def facts_as_line(facts: TextLayerFacts | None) -> list[Any] | None:
         facts.image_coverage,
         facts.draws_nothing,
         facts.text_lines,
+        facts.side_by_side_share,
     ]
 
 
 def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
     if entry is None:
         return None
-    text_chars, unreadable, invisible, coverage, draws_nothing, text_lines = entry
+    text_chars, unreadable, invisible, coverage, draws_nothing, text_lines, side_by_side = entry
     return TextLayerFacts(
         int(text_chars),
         int(unreadable),
@@ -316,6 +317,7 @@ def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
         float(coverage),
         bool(draws_nothing),
         None if text_lines is None else int(text_lines),
+        None if side_by_side is None else float(side_by_side),
     )
 
 

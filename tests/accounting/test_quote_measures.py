@@ -62,6 +62,74 @@ def test_born_digital_pages_are_quoted_by_their_lines(api: httpx.Client, db: str
     assert abs(quoted(api, path) - expected) <= Decimal("0.00000005")
 
 
+# Tables cost the text layer engine apart from their lines: each is read again for its grid.
+SIDE_BY_SIDE_SLOPE = Decimal("0.00000150")
+
+
+def prose_and_table_pdf(path: Path, prose_lines: int, table_rows: int) -> Path:
+    """One page: prose lines, then a table of three cells a row."""
+    document = pymupdf.open()
+    page = document.new_page(width=595, height=842)
+    y = 80.0
+    for line in range(prose_lines):
+        page.insert_text((72, y), f"Line {line} of running prose across the page", fontsize=10)
+        y += 14
+    for row in range(table_rows):
+        for cell, x in enumerate((72, 260, 420)):
+            page.insert_text((x, y), f"cell {row}.{cell}: {row * cell} EUR", fontsize=10)
+        y += 14
+    document.save(str(path))
+    document.close()
+    return path
+
+
+def test_rows_of_cells_stand_side_by_side_and_prose_does_not(tmp_path: Path) -> None:
+    from pagemill.documents.facts import text_lines
+
+    prose, rows = 10, 12
+    with pymupdf.open(str(prose_and_table_pdf(tmp_path / "t.pdf", prose, rows))) as document:
+        measured = text_lines(document[0])
+    assert measured.count == prose + 3 * rows
+    assert measured.side_by_side_share == pytest.approx(rows / (prose + rows))
+    with pymupdf.open(str(prose_and_table_pdf(tmp_path / "p.pdf", prose, 0))) as document:
+        assert text_lines(document[0]).side_by_side_share == 0
+
+
+def test_pages_with_lines_side_by_side_are_quoted_above_prose(
+    api: httpx.Client, db: str, tmp_path: Path
+) -> None:
+    from pagemill.documents.facts import text_lines
+
+    def cost(lines: int, share: float) -> Decimal:
+        return (
+            TEXT_INTERCEPT
+            + TEXT_SLOPE * Decimal(repr(math.sqrt(lines)))
+            + SIDE_BY_SIDE_SLOPE * Decimal(repr(share))
+        )
+
+    # Lines and share apart: the share of page n does not follow its lines.
+    history = [(4 * n * n, (n * 5 % 12) / 12) for n in range(1, 13)]
+    add_history(
+        "textlayer",
+        [
+            {
+                "cost_usd": cost(n, share).quantize(USD),
+                "facts": {"text_lines": n, "side_by_side_share": share},
+            }
+            for n, share in history
+        ],
+    )
+    prose = prose_and_table_pdf(tmp_path / "prose.pdf", 40, 0)
+    table = prose_and_table_pdf(tmp_path / "table.pdf", 10, 10)
+    for path in (prose, table):
+        with pymupdf.open(str(path)) as document:
+            measured = text_lines(document[0])
+        expected = cost(measured.count, measured.side_by_side_share).quantize(USD)
+        assert abs(quoted(api, path) - expected) <= Decimal("0.00000005")
+    # As many lines, but half the rows hold cells: dearer.
+    assert quoted(api, table) > quoted(api, prose)
+
+
 # OCR pages whose cost rises with their ink and, apart from it, with their pixels.
 OCR_INTERCEPT = 0.00002
 OCR_INK_SLOPE = 0.002
@@ -127,6 +195,9 @@ def test_prepare_records_the_lines_inspection_counts() -> None:
     counted = [page.text_lines for page in rendered]
     assert counted == [info.facts_of(n).text_lines for n in (1, 2, 3)]  # type: ignore[union-attr]
     assert all(lines for lines in counted)
+    shares = [page.side_by_side_share for page in rendered]
+    assert shares == [info.facts_of(n).side_by_side_share for n in (1, 2, 3)]  # type: ignore[union-attr]
+    assert any(shares)  # the invoice's line items stand side by side
 
 
 def points(cost_of: object, count: int = MIN_FIT_PAGES) -> list[tuple[dict[str, float], float]]:
