@@ -13,14 +13,17 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 
-from bench.common import Plan, make_text_pdf, median, summary, verdict
+from bench import roundtrips
+from bench.common import ROOT, Plan, make_text_pdf, median, summary, verdict
 from bench.stack import (
     BENCH_ENV,
     RUN_ID,
@@ -34,17 +37,38 @@ from bench.stack import (
 
 WORKER_CONCURRENCY = 2
 NOOP_COUNTER = f"pagemill-bench-{RUN_ID}-noop"
+ROUNDTRIPS_KEY = f"pagemill-bench-{RUN_ID}-roundtrips"
+# The stages a page's work runs in, as bench/roundtrips.py names them: the API's
+# submission, then the worker's three tasks.
+STAGES = ("api", "prepare", "ocr_page", "finalize")
+ROUNDTRIPS_TARGET = 8.0  # per page on the OCR path (issue 21)
+SERVICE_CPU_TARGET_MS = 10.0  # per page, rendering and the engine left out
 
 
 def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     jobs = plan.size(2, 8)
     pages_per_job = plan.size(3, 25)
     growth_pages = plan.size(20, 1000)
-    pdf = make_text_pdf(plan.workdir / "orchestration.pdf", pages_per_job).read_bytes()
-    big_pdf = make_text_pdf(plan.workdir / "growth.pdf", growth_pages).read_bytes()
 
     os.environ["PAGEMILL_BENCH_NOOP_COUNTER"] = NOOP_COUNTER
-    stack.start_api()
+    os.environ[roundtrips.KEY_ENV] = ROUNDTRIPS_KEY
+    try:
+        return _run(plan, stack, log, jobs, pages_per_job, growth_pages)
+    finally:
+        os.environ.pop(roundtrips.KEY_ENV, None)
+
+
+def _run(
+    plan: Plan,
+    stack: Stack,
+    log: Callable[[str], None],
+    jobs: int,
+    pages_per_job: int,
+    growth_pages: int,
+) -> dict[str, dict[str, Any]]:
+    pdf = make_text_pdf(plan.workdir / "orchestration.pdf", pages_per_job).read_bytes()
+    big_pdf = make_text_pdf(plan.workdir / "growth.pdf", growth_pages).read_bytes()
+    _start_counted_api(stack)
     stages = stack.queues("prepare", "ocr", "finalize")
     worker = stack.start_worker("instant-worker", "bench.instant_app", stages, WORKER_CONCURRENCY)
     stack.start_worker("noop-worker", "bench.noop_app", stack.queues("noop"), WORKER_CONCURRENCY)
@@ -59,14 +83,22 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
         service_rates, noop_rates, ratios, cpu_ms, render_ms = [], [], [], [], []
         orient_ms, told_by_text = [], []
         roles: dict[str, list[float]] = {}
+        service_cpu_ms: list[float] = []
+        counted_runs: list[_Counted] = []
         for index in range(plan.runs):
             cpu_before = cpu_seconds([api, worker])
             roles_before = cpu_seconds_by_role({"api": api, "worker": worker})
+            _reset_counts()
             pages, wall = _run_jobs(client, pdf, jobs)
             cpu_used = cpu_seconds([api, worker]) - cpu_before
+            counted_runs.append(_Counted.collect(pages, jobs))
+            without_rendering = 0.0
             for role, used in cpu_seconds_by_role({"api": api, "worker": worker}).items():
                 spent = used - roles_before.get(role, 0.0)
                 roles.setdefault(role, []).append(spent * 1000 / pages)
+                if role != "worker sandbox children":  # prepare's render children
+                    without_rendering += spent * 1000 / pages
+            service_cpu_ms.append(without_rendering)
             noop_pages, noop_wall = _run_noop(jobs * pages_per_job)
             service_rates.append(pages / wall)
             noop_rates.append(noop_pages / noop_wall)
@@ -78,7 +110,10 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
             told_by_text.append(text_share)
             log(
                 f"  orchestration run {index + 1}: service {service_rates[-1]:.1f} pages/s, "
-                f"no-op Celery {noop_rates[-1]:.1f} tasks/s, {cpu_ms[-1]:.1f} CPU ms/page"
+                f"no-op Celery {noop_rates[-1]:.1f} tasks/s, {cpu_ms[-1]:.1f} CPU ms/page "
+                f"({service_cpu_ms[-1]:.1f} without rendering), "
+                f"{counted_runs[-1].total_per_page():.1f} Postgres round trips/page "
+                f"{counted_runs[-1].per_page_by_stage()}"
             )
         stack.stop("noop-worker")
 
@@ -122,6 +157,7 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
             "render_ms_per_page": summary(render_ms),
             "orientation_ms_per_page": summary(orient_ms),
             "orientation_by_text_layer_share": summary(told_by_text),
+            **_service_cost(service_cpu_ms, counted_runs),
             **verdict(ratio, 0.5),
         },
         "memory_worker": {
@@ -151,14 +187,128 @@ def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[
     }
 
 
+def _start_counted_api(stack: Stack) -> None:
+    """The real API, its Postgres round trips counted (bench/counted_api.py)."""
+    import subprocess
+    import sys
+
+    from tests.support import services
+
+    port = services.free_port()
+    stack.api_url = f"http://127.0.0.1:{port}"
+    log_path = stack.workdir / "api.log"
+    env = {**os.environ, "PAGEMILL_API_BASE_URL": stack.api_url}
+    command = [sys.executable, "-m", "uvicorn", "bench.counted_api:app"]
+    process = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    stack.processes["api"] = process
+    services.wait_for_api(process, log_path, port)
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(BENCH_ENV["PAGEMILL_BROKER_URL"])
+
+
+def _reset_counts() -> None:
+    roundtrips.reset(_redis())
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One run's round trips and worker CPU, as the processes counted them."""
+
+    pages: int
+    counts: dict[str, int]
+
+    @classmethod
+    def collect(cls, pages: int, jobs: int) -> _Counted:
+        # A task adds its counts just after it ends; the job's finish is recorded a
+        # moment before its finalize task ends.
+        client = _redis()
+        deadline = time.monotonic() + 10
+        counts = roundtrips.read(client)
+        while counts.get("runs|finalize", 0) < jobs and time.monotonic() < deadline:
+            time.sleep(0.05)
+            counts = roundtrips.read(client)
+        return cls(pages, counts)
+
+    def per_page_by_stage(self) -> dict[str, float]:
+        totals = dict.fromkeys(STAGES, 0.0)
+        for field, value in self.counts.items():
+            kind, _, rest = field.partition("|")
+            stage = rest.split("|", 1)[0]
+            if kind == "rt" and stage in totals:
+                totals[stage] += value / self.pages
+        return {stage: round(value, 2) for stage, value in totals.items()}
+
+    def per_page_by_step(self) -> dict[str, float]:
+        steps: dict[str, float] = {}
+        for field, value in self.counts.items():
+            kind, _, rest = field.partition("|")
+            if kind == "rt":
+                steps[rest] = steps.get(rest, 0.0) + value / self.pages
+        return steps
+
+    def total_per_page(self) -> float:
+        return sum(self.per_page_by_stage().values())
+
+    def cpu_ms_per_page_by_stage(self) -> dict[str, float]:
+        return {
+            stage: self.counts.get(f"cpu_us|{stage}", 0) / 1000 / self.pages
+            for stage in STAGES
+            if f"cpu_us|{stage}" in self.counts
+        }
+
+
+def _service_cost(service_cpu_ms: list[float], runs: list[_Counted]) -> dict[str, Any]:
+    stages: dict[str, list[float]] = {}
+    steps: dict[str, list[float]] = {}
+    cpu_by_stage: dict[str, list[float]] = {}
+    for run in runs:
+        for stage, value in run.per_page_by_stage().items():
+            stages.setdefault(stage, []).append(value)
+        for step, value in run.per_page_by_step().items():
+            steps.setdefault(step, []).append(value)
+        for stage, value in run.cpu_ms_per_page_by_stage().items():
+            cpu_by_stage.setdefault(stage, []).append(value)
+    round_trips = median([run.total_per_page() for run in runs])
+    service_cpu = median(service_cpu_ms)
+    return {
+        "service_cpu_ms_per_page": summary(service_cpu_ms),
+        "service_cpu_how": "CPU of the API and worker process trees less the worker's "
+        "sandbox children, which render the pages (psutil); the instant engine's share is nil",
+        "service_cpu_target_ms": SERVICE_CPU_TARGET_MS,
+        "service_cpu_met": service_cpu <= SERVICE_CPU_TARGET_MS,
+        "task_cpu_ms_per_page_by_stage": {k: summary(v) for k, v in cpu_by_stage.items()},
+        "roundtrips_per_page": summary([run.total_per_page() for run in runs]),
+        "roundtrips_per_page_by_stage": {k: summary(v) for k, v in stages.items()},
+        "roundtrips_per_page_by_step": {k: median(v) for k, v in sorted(steps.items())},
+        "roundtrips_how": "counted in the API and worker processes (bench/roundtrips.py): "
+        "statements, BEGIN, COMMIT/ROLLBACK and pool pre-pings, per page of the run",
+        "roundtrips_target": ROUNDTRIPS_TARGET,
+        "roundtrips_met": round_trips <= ROUNDTRIPS_TARGET,
+    }
+
+
 def _run_jobs(client: httpx.Client, pdf: bytes, count: int) -> tuple[int, float]:
     """Submit `count` jobs; returns (pages done, seconds from first upload to last finish)."""
     started = time.time()
 
     def submit(index: int) -> str:
+        # Bytes of its own for every job: the same document sent again is answered from
+        # the result cache (pagemill.jobs.result_cache), and no page would be processed.
+        unique = pdf + f"\n%pagemill-bench {uuid.uuid4().hex}\n".encode()
         response = client.post(
             "/v1/jobs",
-            files={"file": (f"bench-{index}.pdf", pdf, "application/pdf")},
+            files={"file": (f"bench-{index}.pdf", unique, "application/pdf")},
             data={"engine": "rapidocr"},
         )
         response.raise_for_status()

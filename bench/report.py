@@ -117,8 +117,10 @@ def _summary(figures: dict[str, Any]) -> list[str]:
     if "quotes" in figures:
         rows += _quote_summary(figures["quotes"])
     if "orchestration" in figures:
-        cpu = figures["orchestration"]["cpu_ms_per_page"]["median"]
+        orchestration = figures["orchestration"]
+        cpu = orchestration["cpu_ms_per_page"]["median"]
         rows.append(f"| Service CPU per page (API + worker) | {cpu:.1f} ms | | reported |")
+        rows += _service_cost_rows(orchestration)
     if "routing" in figures:
         r = figures["routing"]
         rows.append(
@@ -126,6 +128,51 @@ def _summary(figures: dict[str, Any]) -> list[str]:
             f"({r['pages_without_ocr']} of {r['pages']}) | | reported |"
         )
     return [*rows, ""]
+
+
+def _service_cost_rows(fig: dict[str, Any]) -> list[str]:
+    if "roundtrips_per_page" not in fig:
+        return []
+    cpu = fig["service_cpu_ms_per_page"]["median"]
+    trips = fig["roundtrips_per_page"]["median"]
+    return [
+        f"| Service CPU per page without rendering and the engine | {cpu:.1f} ms "
+        f"({trips:.1f} Postgres round trips a page) | <= {fig['service_cpu_target_ms']:.0f} ms "
+        f"| {'met' if fig['service_cpu_met'] else 'missed'} |",
+        f"| Postgres round trips per page, OCR path | {trips:.1f} | "
+        f"<= {fig['roundtrips_target']:.0f} | {'met' if fig['roundtrips_met'] else 'missed'} |",
+    ]
+
+
+def _service_cost_lines(fig: dict[str, Any]) -> list[str]:
+    if "roundtrips_per_page" not in fig:
+        return []
+    by_stage = ", ".join(
+        f"{stage} {value['median']:.2f}"
+        for stage, value in fig["roundtrips_per_page_by_stage"].items()
+    )
+    steps = ", ".join(
+        f"{step.replace('|', ' ')} {value:.2f}"
+        for step, value in fig["roundtrips_per_page_by_step"].items()
+        if value >= 0.005
+    )
+    task_cpu = ", ".join(
+        f"{stage} {value['median']:.1f}"
+        for stage, value in fig["task_cpu_ms_per_page_by_stage"].items()
+    )
+    return [
+        "- Service CPU per page without rendering and the engine (API and worker process "
+        f"trees, the render children left out): {_runs(fig['service_cpu_ms_per_page'], 1)} "
+        f"ms; target <= {fig['service_cpu_target_ms']:.0f} ms: "
+        f"{'met' if fig['service_cpu_met'] else 'missed'}",
+        f"- Postgres round trips per page, every page on the OCR path: "
+        f"{_runs(fig['roundtrips_per_page'], 2)}; target <= {fig['roundtrips_target']:.0f}: "
+        f"{'met' if fig['roundtrips_met'] else 'missed'}. Counted in the processes "
+        "(bench/roundtrips.py): each statement, BEGIN, COMMIT or ROLLBACK and pool pre-ping",
+        f"- Round trips per page by stage (medians): {by_stage}",
+        f"- By step (stage, then the code that opened the transaction): {steps}",
+        f"- CPU ms per page in the worker's pool children by task (medians): {task_cpu}",
+    ]
 
 
 def _verdict(fig: dict[str, Any]) -> str:
@@ -183,6 +230,7 @@ def _orchestration(fig: dict[str, Any], cores: int = 2) -> list[str]:
             for role, value in sorted(by_process.items(), key=lambda item: -item[1]["median"])
         )
         lines.append(f"- CPU ms a page by process (medians): {parts}")
+    lines += _service_cost_lines(fig)
     if not fig["met"]:
         lines.append(
             f"- Why: the service is CPU-bound, not orchestration-bound. At {cpu:.0f} ms of CPU "
