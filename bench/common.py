@@ -6,10 +6,11 @@ import os
 import platform
 import statistics
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,44 @@ def median(values: Sequence[float]) -> float:
 def summary(values: Sequence[float]) -> dict[str, Any]:
     """The median and every run, so the report can show the spread."""
     return {"median": median(values), "runs": [float(v) for v in values]}
+
+
+def cpu_seconds_each(items: Iterable[Any], work: Callable[[Any], object]) -> float:
+    """The process time `work` takes an item, over all of them: every thread of the
+    process counted (onnxruntime's included), so it reads the same on a busy machine."""
+    items = list(items)
+    started = time.process_time()
+    for item in items:
+        work(item)
+    return (time.process_time() - started) / len(items)
+
+
+class PairedRuns(NamedTuple):
+    firsts: list[float]
+    seconds: list[float]
+    ratios: list[float]  # first / second, run by run
+
+
+def alternating_runs(
+    runs: int,
+    first: Callable[[], float],
+    second: Callable[[], float],
+    log_run: Callable[[int, float, float], None],
+) -> PairedRuns:
+    """Each measurement once a run, the one then the other, the order swapped every
+    other run so that drift in machine load falls on both sides; `log_run` hears each
+    run's number (from 1) and its two values."""
+    firsts: list[float] = []
+    seconds: list[float] = []
+    for index in range(runs):
+        if index % 2:
+            seconds.append(second())
+            firsts.append(first())
+        else:
+            firsts.append(first())
+            seconds.append(second())
+        log_run(index + 1, firsts[-1], seconds[-1])
+    return PairedRuns(firsts, seconds, [a / b for a, b in zip(firsts, seconds, strict=True)])
 
 
 def verdict(value: float, target: float, higher_is_better: bool = True) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bench.common import ROOT, Plan, median, summary, verdict
+from bench.common import ROOT, Plan, alternating_runs, cpu_seconds_each, median, summary, verdict
 
 if TYPE_CHECKING:
     from worker.engines.base import PageInput
@@ -79,41 +79,27 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
             direct(png)
         return len(pages) / (time.perf_counter() - started)
 
-    def cpu_per_page(convert: Callable[[PageInput], object]) -> float:
-        started = time.process_time()
-        for page in pages:
-            convert(page)
-        return (time.process_time() - started) / len(pages)
-
     # Warm-up: model loading and first-run allocations are not per page.
     service.convert(pages[0])
     direct(images[0][1])
     previous_path(pages[0])
-    service_cpu: list[float] = []
-    previous_cpu: list[float] = []
-    for index in range(plan.runs):
-        pair = [(service_cpu, service.convert), (previous_cpu, previous_path)]
-        for seconds, convert in pair[:: -1 if index % 2 else 1]:
-            seconds.append(cpu_per_page(convert))
-        log(
-            f"  cpu ocr run {index + 1}: {service_cpu[-1]:.2f} CPU s a page, "
-            f"previous path {previous_cpu[-1]:.2f}"
-        )
-    cpu_ratios = [s / p for s, p in zip(service_cpu, previous_cpu, strict=True)]
-    service_rates, direct_rates = [], []
-    for index in range(plan.runs):
-        # Alternate the order so drift in machine load falls on both sides.
-        if index % 2:
-            direct_rates.append(time_direct())
-            service_rates.append(time_service())
-        else:
-            service_rates.append(time_service())
-            direct_rates.append(time_direct())
-        log(
-            f"  cpu ocr run {index + 1}: service {service_rates[-1]:.3f}, "
-            f"rapidocr direct {direct_rates[-1]:.3f} pages/s"
-        )
-    ratios = [s / d for s, d in zip(service_rates, direct_rates, strict=True)]
+    service_cpu, previous_cpu, cpu_ratios = alternating_runs(
+        plan.runs,
+        lambda: cpu_seconds_each(pages, service.convert),
+        lambda: cpu_seconds_each(pages, previous_path),
+        lambda run, service_s, previous_s: log(
+            f"  cpu ocr run {run}: {service_s:.2f} CPU s a page, previous path {previous_s:.2f}"
+        ),
+    )
+    service_rates, direct_rates, speed_ratios = alternating_runs(
+        plan.runs,
+        time_service,
+        time_direct,
+        lambda run, service_rate, direct_rate: log(
+            f"  cpu ocr run {run}: service {service_rate:.3f}, "
+            f"rapidocr direct {direct_rate:.3f} pages/s"
+        ),
+    )
     return {
         "cpu_ocr": {
             "title": "CPU OCR",
@@ -121,7 +107,7 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
             "service": "RapidOcrEngine.convert(PageInput): OCR with word boxes + ocr_layout",
             "reference": "rapidocr.RapidOCR()(png) on the same images (boxes and text only)",
             "inputs": ", ".join(name for name, _, _ in images) + " (150 dpi)",
-            "ratio": summary(ratios),
+            "ratio": summary(speed_ratios),
             "cpu_s_per_page": summary(service_cpu),
             "previous_cpu_s_per_page": summary(previous_cpu),
             "cpu_ratio_to_previous": summary(cpu_ratios),
@@ -129,7 +115,7 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
             "cpu_ratio_met": bool(median(cpu_ratios) <= 1.5),
             "service_pages_per_s": summary(service_rates),
             "reference_pages_per_s": summary(direct_rates),
-            **verdict(median(ratios), 0.9),
+            **verdict(median(speed_ratios), 0.9),
         }
     }
 

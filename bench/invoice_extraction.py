@@ -10,11 +10,10 @@ and dateparser's languages loaded), alternating run by run. Target: extraction a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import ROOT, Plan, median, summary, verdict
+from bench.common import ROOT, Plan, alternating_runs, cpu_seconds_each, median, summary, verdict
 
 CORPUS = ROOT / "tests" / "fixtures" / "invoices"
 TARGET_SHARE = 0.2
@@ -50,22 +49,17 @@ def run(plan: Plan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     # Warm-up, and the blocks every run reads again.
     blocks = [engine.convert(page).blocks for page in inputs]
     extract_invoices([page for page in blocks if page is not None])
-    ocr_cpu: list[float] = []
-    extraction_cpu: list[float] = []
-    for index in range(plan.runs):
-        started = time.process_time()
-        for page in inputs:
-            engine.convert(page)
-        ocr_cpu.append((time.process_time() - started) / len(inputs))
-        started = time.process_time()
-        for page_blocks in blocks:
-            extract_invoices([page_blocks] if page_blocks is not None else [])
-        extraction_cpu.append((time.process_time() - started) / len(inputs))
-        log(
-            f"  invoice extraction run {index + 1}: {extraction_cpu[-1] * 1000:.1f} ms CPU a "
-            f"page, OCR {ocr_cpu[-1]:.2f} s"
-        )
-    shares = [e / o for e, o in zip(extraction_cpu, ocr_cpu, strict=True)]
+    extraction_cpu, ocr_cpu, shares = alternating_runs(
+        plan.runs,
+        lambda: cpu_seconds_each(
+            blocks, lambda page: extract_invoices([page] if page is not None else [])
+        ),
+        lambda: cpu_seconds_each(inputs, engine.convert),
+        lambda run, extraction_s, ocr_s: log(
+            f"  invoice extraction run {run}: {extraction_s * 1000:.1f} ms CPU a page, "
+            f"OCR {ocr_s:.2f} s"
+        ),
+    )
     return {
         "invoice_extraction": {
             "title": "Invoice extraction beside OCR (CPU share)",
