@@ -7,7 +7,9 @@ much the page holds, from that engine's recent pages (pagemill.accounting.quote)
 it needs history. A first pass over the
 corpus warms the worker (its first pages load the engines' models, which a running
 service has long done) and is then forgotten; a second, not measured, stands for the
-traffic a running service has seen.
+traffic a running service has seen. The API keeps each engine's fitted model for
+PAGEMILL_QUOTE_MODEL_TTL_S (10 s by default); every pass takes longer than that, so each
+measured run is quoted from every page read before it.
 Each measured run then submits every document once as a batch. A job's error is
 quote / actual - 1; the batch's is the sum of the quotes against the sum of the
 actual costs. Costs are device seconds (CPU time here) at the configured price, so
