@@ -156,3 +156,43 @@ def test_line_items_right_under_address_blocks_side_by_side_are_a_table_of_their
     found = tables(page_markdown(lines))
     assert [len(table) for table in found] == [3, 2]
     assert found[1][0] == "| Product | Title | Qty | Price | Tax | Total |"
+
+
+def test_a_run_of_labels_with_amounts_flush_right_is_a_two_column_table() -> None:
+    # A statement's detail list: services and their charges indented under them, the
+    # amounts flush right at the far edge, then a lone total well below.
+    items = [
+        ("Data Transfer", 64, "$0.01"),
+        ("Charges", 84, "$0.01"),
+        ("VAT **", 84, "$0.00"),
+        ("Elastic Compute Cloud", 64, "$12.87"),
+        ("Charges", 84, "$12.87"),
+    ]
+    lines = [line("Detail", 40, 260)]
+    for index, (label, x, amount) in enumerate(items):
+        y = 300 + 32 * index
+        lines += [line(label, x, y), flush_right(amount, 1160, y)]
+    lines += [line("TOTAL", 40, 560), flush_right("12.88", 1160, 560)]
+    markdown = page_markdown(lines)
+    [table] = tables(markdown)
+    assert table == [
+        f"| {label.replace('*', chr(92) + '*')} | {amount} |" for label, _, amount in items
+    ]
+    assert "TOTAL 12.88" in markdown.splitlines()
+
+
+def test_two_rows_or_ragged_figures_beside_text_are_no_table() -> None:
+    # An address and its postcode over two lines; address blocks side by side whose
+    # right-hand lines hold figures but end where their text ends.
+    lines = [line("Fremont CA", 40, 100), flush_right("94538", 600, 100)]
+    lines += [line("Scranton PA", 40, 128), flush_right("18503", 600, 128)]
+    blocks = [
+        ("Pino Bluebird", "Weena 664"),
+        ("Sessamestreet 32", "3012 CN Rotterdam"),
+        ("1025 RX Amsterdam", "KvK 24330087"),
+    ]
+    for index, (left, right) in enumerate(blocks):
+        lines += [line(left, 40, 260 + 28 * index), line(right, 600, 260 + 28 * index)]
+    markdown = page_markdown(lines)
+    assert "|" not in markdown
+    assert "Fremont CA 94538" in markdown.splitlines()

@@ -4,7 +4,9 @@ The recogniser gives lines, not cells: a row of a table is a visual row of three
 more line boxes, and two close cells often come as one line ("0.00 15.00%"), so the
 columns are found from where the words stand, over the table's fullest rows
 (`ocr_table_cells`, which also cuts the rows into cells). A wrapped description stays
-a row of its own, as the born-digital page's table and text layer give it.
+a row of its own, as the born-digital page's table and text layer give it. Rows of two
+cells make a table only as a run of labels with their amounts flush right in one column
+(`ocr_table_pairs`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from worker.engines.ocr_table_cells import (
     without_sparse_columns,
     word_runs,
 )
+from worker.engines.ocr_table_pairs import label_amount_runs, label_amount_table
 
 # A table row has three or more cells; a table, two or more such rows whose cells
 # are short (text columns have long lines, table cells a few words).
@@ -50,6 +53,9 @@ def find_tables(lines: Sequence[Line], h: float) -> tuple[list[Table], list[Line
         if table is not None:
             tables.append(table)
             used.update(range(start, stop))
+    for start, stop in label_amount_runs(line_rows, used, h):
+        tables.append(label_amount_table(line_rows[start:stop]))
+        used.update(range(start, stop))
     rest = [line for index, row in enumerate(line_rows) if index not in used for line in row]
     return tables, rest
 
