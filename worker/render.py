@@ -24,7 +24,9 @@ from PIL import Image
 from pagemill.documents.facts import (
     NO_TEXT_LINES,
     image_coverage,
+    image_ink_blobs,
     image_ink_fraction,
+    ink_blobs,
     ink_fraction,
     text_lines,
     trace_text,
@@ -75,6 +77,9 @@ class RenderedPage:
     text_lines: int | None = None
     # And the share of its text rows holding lines side by side, for the same reason.
     side_by_side_share: float | None = None
+    # The page's ink blobs as inspection counts them (pagemill.documents.facts.ink_blobs),
+    # for the same reason as its ink; None for a page read from its text layer.
+    ink_blobs: int | None = None
 
 
 def render_pages(
@@ -101,11 +106,11 @@ def _render_pdf_pages(
             facts = pdf_page_facts(page, number)
             outputs = outputs_for(facts)
             page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
-            png, width, height, ink = None, None, None, None
+            png, width, height, ink, blobs = None, None, None, None, None
             if outputs.image:
                 pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
                 png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
-                ink = ink_fraction(page)
+                ink, blobs = ink_fraction(page), ink_blobs(page)
             lines = text_lines(page) if facts.text_chars else NO_TEXT_LINES
             pdf_bytes = None
             if outputs.pdf_page:
@@ -122,6 +127,7 @@ def _render_pdf_pages(
                 pdf_page=pdf_bytes,
                 render_seconds=time.perf_counter() - started,
                 ink_fraction=ink,
+                ink_blobs=blobs,
                 text_lines=lines.count,
                 side_by_side_share=lines.side_by_side_share,
             )
@@ -207,7 +213,7 @@ def _render_image_pages(
             image.seek(number - 1)
             frame = image.convert("L" if image.mode in ("1", "L", "I;16") else "RGB")
             dpi = _image_dpi(image)
-            ink = image_ink_fraction(frame)
+            ink, blobs = image_ink_fraction(frame), image_ink_blobs(frame)
             if frame.width * frame.height > max_pixels:
                 scale = math.sqrt(max_pixels / (frame.width * frame.height))
                 new_size = (max(1, int(frame.width * scale)), max(1, int(frame.height * scale)))
@@ -226,6 +232,7 @@ def _render_image_pages(
                 pdf_page=None,
                 render_seconds=time.perf_counter() - started,
                 ink_fraction=ink,
+                ink_blobs=blobs,
             )
 
 

@@ -52,6 +52,7 @@ def run(args: list[str]) -> None:
                 "facts": {
                     **dataclasses.asdict(page.facts),
                     "ink_fraction": page.ink_fraction,
+                    "ink_blobs": page.ink_blobs,
                     "text_lines": page.text_lines,
                     "side_by_side_share": page.side_by_side_share,
                 },

@@ -57,22 +57,37 @@ def fit_cost_model(
 
 
 class CostModels:
-    """The models an engine's recent pages support, each fitted once when first asked."""
+    """The models an engine's recent pages support, each fitted once when first asked.
 
-    def __init__(self, terms: Sequence[str], points: Sequence[tuple[Measures, float]]) -> None:
-        self._terms = tuple(terms)
+    `term_sets` are the models to try, best first; by default every set of the terms,
+    the larger before the smaller and in the terms' order within a size."""
+
+    def __init__(
+        self,
+        terms: Sequence[str],
+        points: Sequence[tuple[Measures, float]],
+        term_sets: Sequence[tuple[str, ...]] | None = None,
+    ) -> None:
+        self._term_sets = tuple(term_sets) if term_sets is not None else every_subset(terms)
         self._points = points
         self._fitted: dict[tuple[str, ...], CostModel | None] = {}
 
     def for_page(self, measures: Measures) -> CostModel | None:
-        """The model with the most terms the page has measures for that can be trusted;
-        None when none can."""
-        held = [term for term in self._terms if term in measures]
-        for size in range(len(held), 0, -1):
-            for subset in combinations(held, size):
-                if subset not in self._fitted:
-                    self._fitted[subset] = fit_cost_model(subset, self._points)
-                model = self._fitted[subset]
-                if model is not None:
-                    return model
+        """The first model the page has measures for that can be trusted; None when none
+        can."""
+        for subset in self._term_sets:
+            if not all(term in measures for term in subset):
+                continue
+            if subset not in self._fitted:
+                self._fitted[subset] = fit_cost_model(subset, self._points)
+            model = self._fitted[subset]
+            if model is not None:
+                return model
         return None
+
+
+def every_subset(terms: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """Every non-empty set of the terms, the larger first, in the terms' order within a size."""
+    return tuple(
+        subset for size in range(len(terms), 0, -1) for subset in combinations(terms, size)
+    )

@@ -180,6 +180,52 @@ def image_ink_fraction(image: Image.Image) -> float:
     return _darkness(small.tobytes())
 
 
+# How many separate marks a page holds, as OCR will find them: the connected blobs of ink
+# (8-connected runs of pixels darker than BLOB_INK_LEVEL) on a grey rendering whose
+# longer side is at most BLOB_MAX_SIDE_PX. OCR detects and recognises text mark by mark,
+# so its time runs with their number where the mean darkness above cannot tell a
+# sentence in a heavy font from a page of small print, nor a dark photo from text: on 26
+# pages read by rapidocr the root of the count left the worst page 18 % off when fitted
+# without it, the darkness 282 %. At this size a glyph of body text is a dozen pixels tall
+# and stays apart from its neighbours; a letter page is drawn and counted in tens of
+# milliseconds. Dots of a pixel or two (noise) and blobs of more than BLOB_MAX_SHARE of
+# the page (a frame, a photo, a dark background) are not marks to read.
+BLOB_MAX_SIDE_PX = 1000
+BLOB_INK_LEVEL = 160
+BLOB_MIN_PIXELS = 3
+BLOB_MAX_SHARE = 0.01
+
+
+def ink_blobs(page: pymupdf.Page) -> int:
+    """The page's ink blobs, drawn with its longer side at BLOB_MAX_SIDE_PX or less."""
+    side_in = max(page.rect.width, page.rect.height) / 72
+    dpi = max(1, int(BLOB_MAX_SIDE_PX / side_in)) if side_in > 0 else INK_DPI
+    pixmap = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    grey = np.frombuffer(pixmap.samples, dtype=np.uint8)
+    return _count_blobs(grey.reshape(pixmap.height, pixmap.width))
+
+
+def image_ink_blobs(image: Image.Image) -> int:
+    """The same measure for one frame of an uploaded image."""
+    small = image.convert("L")
+    small.thumbnail((BLOB_MAX_SIDE_PX, BLOB_MAX_SIDE_PX))
+    return _count_blobs(np.asarray(small, dtype=np.uint8))
+
+
+def _count_blobs(grey: np.ndarray) -> int:
+    # Imported here: it takes a quarter of a second, and only pages OCR reads are counted.
+    # OpenCV comes with rapidocr (opencv-python-headless).
+    import cv2
+
+    if grey.size == 0:
+        return 0
+    ink = np.ascontiguousarray(grey < BLOB_INK_LEVEL, dtype=np.uint8)
+    _count, _labels, stats, _centroids = cv2.connectedComponentsWithStats(ink, connectivity=8)
+    areas = stats[1:, cv2.CC_STAT_AREA]  # row 0 is the background
+    marks = (areas >= BLOB_MIN_PIXELS) & (areas < BLOB_MAX_SHARE * ink.size)
+    return int(np.count_nonzero(marks))
+
+
 def _darkness(grey: bytes) -> float:
     if not grey:
         return 0.0

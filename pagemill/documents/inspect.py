@@ -7,7 +7,7 @@ content type.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ from PIL import Image, ImageSequence
 
 from pagemill.documents.facts import (
     TextLayerFacts,
+    image_ink_blobs,
     image_ink_fraction,
+    ink_blobs,
     ink_fraction,
     text_layer_facts,
 )
@@ -36,6 +38,8 @@ from pagemill.documents.sandbox import (
     run_sandboxed,
 )
 from pagemill.domain import InputRejected, SourceKind
+from pagemill.engines.catalog import AUTO, TEXT_LAYER_ENGINE
+from pagemill.routing import route_page
 from pagemill.settings import Settings
 
 # Measuring each page (its text layer, its ink) is only for the quote: it stops after this
@@ -69,6 +73,9 @@ class DocumentInfo:
     # Each page's ink (pagemill.documents.facts.ink_fraction), PDF pages and image frames
     # alike, with the same gaps as page_facts.
     page_ink: tuple[float | None, ...] = ()
+    # Each page's ink blobs (pagemill.documents.facts.ink_blobs), counted for image frames
+    # and for the PDF pages `auto` would send to OCR; gaps as page_ink.
+    page_blobs: tuple[int | None, ...] = ()
     # Each page's size: (width, height) in points for a PDF page, in pixels for an image
     # frame; the quote prices OCR by the pixels it will read. Gaps as page_ink.
     page_sizes: tuple[tuple[float, float] | None, ...] = ()
@@ -80,6 +87,10 @@ class DocumentInfo:
     def ink_of(self, number: int) -> float | None:
         """Page `number`'s (1-based) ink, None when inspection did not measure it."""
         return self.page_ink[number - 1] if number <= len(self.page_ink) else None
+
+    def blobs_of(self, number: int) -> int | None:
+        """Page `number`'s (1-based) ink blobs, None when inspection did not count them."""
+        return self.page_blobs[number - 1] if number <= len(self.page_blobs) else None
 
     def size_of(self, number: int) -> tuple[float, float] | None:
         """Page `number`'s (1-based) size, None when inspection did not measure it."""
@@ -111,8 +122,14 @@ def inspect_document(
     if kind is SourceKind.pdf:
         return _inspect_pdf(path, max_page_side_pt)
     page_count = _inspect_image(path, kind, max_image_pixels)
-    inks, sizes = _measure_frames(path)
-    return DocumentInfo(kind=kind, page_count=page_count, page_ink=inks, page_sizes=sizes)
+    frames = _measure_frames(path)
+    return DocumentInfo(
+        kind=kind,
+        page_count=page_count,
+        page_ink=frames.inks,
+        page_blobs=frames.blobs,
+        page_sizes=frames.sizes,
+    )
 
 
 def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
@@ -142,69 +159,109 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
                     f"Page {index + 1} is {box.width:.0f} x {box.height:.0f} points; the "
                     f"largest page side accepted is {max_page_side_pt:.0f} points.",
                 )
-        facts, ink = _measure_pages(document)
+        measured = _measure_pages(document)
         return DocumentInfo(
             kind=SourceKind.pdf,
             page_count=int(document.page_count),
             extraction_restricted=not document.permissions & pymupdf.mupdf.PDF_PERM_COPY,
-            page_facts=facts,
-            page_ink=ink,
+            page_facts=measured.facts,
+            page_ink=measured.inks,
+            page_blobs=measured.blobs,
             page_sizes=tuple(sizes),
         )
 
 
-def _measure_pages(
-    document: pymupdf.Document,
-) -> tuple[tuple[TextLayerFacts | None, ...], tuple[float | None, ...]]:
+@dataclass
+class _Measured:
+    """What inspection measured of each page, in page order, None where it could not."""
+
+    facts: list[TextLayerFacts | None] = field(default_factory=list)
+    inks: list[float | None] = field(default_factory=list)
+    blobs: list[int | None] = field(default_factory=list)
+    sizes: list[tuple[float, float] | None] = field(default_factory=list)
+
+    def add(
+        self,
+        facts: TextLayerFacts | None = None,
+        ink: float | None = None,
+        blobs: int | None = None,
+    ) -> None:
+        self.facts.append(facts)
+        self.inks.append(ink)
+        self.blobs.append(blobs)
+
+    def frames(self) -> _Frames:
+        return _Frames(tuple(self.inks), tuple(self.blobs), tuple(self.sizes))
+
+
+@dataclass(frozen=True)
+class _Pages:
+    facts: tuple[TextLayerFacts | None, ...]
+    inks: tuple[float | None, ...]
+    blobs: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class _Frames:
+    inks: tuple[float | None, ...]
+    blobs: tuple[int | None, ...]
+    sizes: tuple[tuple[float, float] | None, ...]
+
+
+def _measure_pages(document: pymupdf.Document) -> _Pages:
     deadline = time.monotonic() + FACTS_BUDGET_S
-    measured: list[TextLayerFacts | None] = []
-    inks: list[float | None] = []
+    measured = _Measured()
     for index in range(document.page_count):
         if time.monotonic() > deadline:
             break
-        facts, ink = _measure_page(document, index, deadline)
-        measured.append(facts)
-        inks.append(ink)
-    return tuple(measured), tuple(inks)
+        _measure_page(document, index, deadline, measured)
+    return _Pages(tuple(measured.facts), tuple(measured.inks), tuple(measured.blobs))
 
 
 def _measure_page(
-    document: pymupdf.Document, index: int, deadline: float
-) -> tuple[TextLayerFacts | None, float | None]:
+    document: pymupdf.Document, index: int, deadline: float, measured: _Measured
+) -> None:
     # The page renders (checked above); what cannot be measured of it is unknown.
     try:
         page = document.load_page(index)
         if len(page.read_contents()) > FACTS_MAX_CONTENT_BYTES:
-            return None, None
+            measured.add()
+            return
         facts = text_layer_facts(page)
     except Exception:
-        return None, None
+        measured.add()
+        return
     # Drawing the page is the dearer half: left out once the budget is spent.
     if time.monotonic() > deadline:
-        return facts, None
+        measured.add(facts)
+        return
     try:
-        return facts, ink_fraction(page)
+        ink = ink_fraction(page)
+        # Blobs only where OCR will most likely read the page: a page read from its text
+        # layer is priced by its lines. (Which OCR engine does not matter here.)
+        read_by_ocr = route_page(AUTO, facts, True, AUTO).engine != TEXT_LAYER_ENGINE
+        blobs = ink_blobs(page) if read_by_ocr and time.monotonic() <= deadline else None
     except Exception:
-        return facts, None
+        measured.add(facts)
+        return
+    measured.add(facts, ink, blobs)
 
 
-def _measure_frames(
-    path: Path,
-) -> tuple[tuple[float | None, ...], tuple[tuple[float, float] | None, ...]]:
+def _measure_frames(path: Path) -> _Frames:
     deadline = time.monotonic() + FACTS_BUDGET_S
-    inks: list[float | None] = []
-    sizes: list[tuple[float, float] | None] = []
+    measured = _Measured()
     try:
         with Image.open(path) as image:
             for frame in ImageSequence.Iterator(image):
                 if time.monotonic() > deadline:
                     break
-                sizes.append((float(frame.width), float(frame.height)))
-                inks.append(image_ink_fraction(frame))
+                size = (float(frame.width), float(frame.height))
+                measured.add(ink=image_ink_fraction(frame), blobs=image_ink_blobs(frame))
+                measured.sizes.append(size)
     except Exception:
         # Checked above; a frame that will not decode now is simply not measured.
-        return tuple(inks), tuple(sizes[: len(inks)])
-    return tuple(inks), tuple(sizes)
+        return measured.frames()
+    return measured.frames()
 
 
 def _page_rect(document: pymupdf.Document, index: int) -> pymupdf.Rect:
@@ -287,6 +344,9 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         extraction_restricted=bool(line["extraction_restricted"]),
         page_facts=tuple(_facts_from_line(entry) for entry in line.get("page_facts", [])),
         page_ink=tuple(None if ink is None else float(ink) for ink in line.get("page_ink", [])),
+        page_blobs=tuple(
+            None if blobs is None else int(blobs) for blobs in line.get("page_blobs", [])
+        ),
         page_sizes=tuple(_size_from_line(size) for size in line.get("page_sizes", [])),
     )
 

@@ -22,6 +22,7 @@ def run(args: list[str]) -> None:
             "extraction_restricted": info.extraction_restricted,
             "page_facts": [facts_as_line(facts) for facts in info.page_facts],
             "page_ink": list(info.page_ink),
+            "page_blobs": list(info.page_blobs),
             "page_sizes": [None if size is None else list(size) for size in info.page_sizes],
         }
     )
