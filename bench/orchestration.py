@@ -23,7 +23,7 @@ from typing import Any, cast
 import httpx
 
 from bench import roundtrips
-from bench.common import ROOT, Plan, make_text_pdf, median, summary, verdict
+from bench.common import Plan, make_text_pdf, median, summary, verdict
 from bench.stack import (
     BENCH_ENV,
     RUN_ID,
@@ -189,26 +189,14 @@ def _run(
 
 def _start_counted_api(stack: Stack) -> None:
     """The real API, its Postgres round trips counted (bench/counted_api.py)."""
-    import subprocess
-    import sys
-
     from tests.support import services
 
     port = services.free_port()
     stack.api_url = f"http://127.0.0.1:{port}"
     log_path = stack.workdir / "api.log"
     env = {**os.environ, "PAGEMILL_API_BASE_URL": stack.api_url}
-    command = [sys.executable, "-m", "uvicorn", "bench.counted_api:app"]
-    process = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    stack.processes["api"] = process
-    services.wait_for_api(process, log_path, port)
+    stack.processes["api"] = roundtrips.launch_counted_api(env, log_path, port)
+    services.wait_for_api(stack.processes["api"], log_path, port)
 
 
 def _redis() -> Any:

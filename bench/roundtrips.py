@@ -18,6 +18,7 @@ or request: fields `rt|<stage>|<label>`, `cpu_us|<stage>`, `runs|<stage>`.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -177,3 +178,19 @@ def reset(client: Any) -> None:
     target = key()
     if target is not None:
         client.delete(target)
+
+
+def launch_counted_api(env: dict[str, str], log_path: Path, port: int) -> subprocess.Popen[bytes]:
+    """The real API with its round trips counted (bench/counted_api.py), not yet
+    answering: wait with tests.support.services.wait_for_api. `env` names the hash."""
+    if not env.get(KEY_ENV):
+        raise ValueError(f"{KEY_ENV} must name the Redis hash the counts go to")
+    command = [sys.executable, "-m", "uvicorn", "bench.counted_api:app"]
+    return subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )

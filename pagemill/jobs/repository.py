@@ -5,13 +5,17 @@ so a duplicate message or a worker that outlived its lease changes nothing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    Integer,
     String,
+    bindparam,
     case,
     cast,
     delete,
@@ -21,8 +25,8 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
+from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.db.models import Batch, Client, IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
@@ -34,6 +38,16 @@ from pagemill.domain import (
     QueuedPage,
     SourceKind,
 )
+
+
+@contextmanager
+def autocommit(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    """A session whose statements each commit on their own, for work that is a single
+    statement: its atomicity is the statement's, and it saves the BEGIN and the COMMIT,
+    two of the three round trips such a transaction costs."""
+    with sessions() as session:
+        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        yield session
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
@@ -124,7 +138,7 @@ def get_page_by_number(session: Session, job_id: uuid.UUID, number: int) -> Page
 def claim_prepare(session: Session, job_id: uuid.UUID, lease: timedelta) -> Job | None:
     """Take a job's prepare stage for one attempt, or None when it is not ours: the
     job ended, its pages are all recorded, or another attempt holds a live lease."""
-    claimed = session.execute(
+    claimed = session.scalars(
         update(Job)
         .where(
             Job.id == job_id,
@@ -137,11 +151,10 @@ def claim_prepare(session: Session, job_id: uuid.UUID, lease: timedelta) -> Job 
             prepare_attempts=Job.prepare_attempts + 1,
             prepare_lease_expires_at=func.now() + lease,
         )
-        .returning(Job.id)
+        .returning(Job)
+        .execution_options(populate_existing=True)
     ).one_or_none()
-    if claimed is None:
-        return None
-    return session.get(Job, job_id, populate_existing=True)
+    return claimed
 
 
 def finish_prepare(session: Session, job_id: uuid.UUID, attempt: int) -> bool:
@@ -175,6 +188,49 @@ def insert_page(session: Session, values: dict[str, Any]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class PageRecorded:
+    """What recording a prepared page found."""
+
+    job_running: bool  # False: the job ended (or was never started); nothing recorded
+    purge_started: bool
+    page_id: int | None  # None when not recorded, or when an earlier attempt recorded it
+
+
+def record_page(session: Session, values: dict[str, Any]) -> PageRecorded:
+    """insert_page, with the job's state and purge fence read in the same statement.
+
+    The job row is locked FOR SHARE by the statement, as insert_page locks it: a
+    transaction ending the job waits for it, or it sees the job ended and inserts
+    nothing, so complete_job's closing of the job's pages cannot miss this one."""
+    table = Page.__table__
+    job = (
+        select(Job.status, Job.purged_at)
+        .where(Job.id == values["job_id"])
+        .with_for_update(read=True)
+        .cte("job")
+    )
+    columns = list(values)
+    row_values = [
+        bindparam(f"v_{name}", values[name], type_=table.c[name].type) for name in columns
+    ]
+    inserted = (
+        insert(Page)
+        .from_select(columns, select(*row_values).where(job.c.status == JobStatus.running))
+        .on_conflict_do_nothing(index_elements=["job_id", "number"])
+        .returning(Page.id)
+        .cte("inserted")
+    )
+    row = session.execute(
+        select(job.c.status, job.c.purged_at.is_not(None), select(inserted.c.id).scalar_subquery())
+    ).one_or_none()
+    if row is None:
+        return PageRecorded(job_running=False, purge_started=False, page_id=None)
+    return PageRecorded(
+        job_running=row[0] is JobStatus.running, purge_started=bool(row[1]), page_id=row[2]
+    )
+
+
 def page_numbers(session: Session, job_id: uuid.UUID) -> set[int]:
     """Numbers of the job's pages recorded so far."""
     return set(session.scalars(select(Page.number).where(Page.job_id == job_id)))
@@ -204,10 +260,21 @@ def claim_page(
     """Take a page for this attempt; None when it is not ours to run (done, cancelled,
     or held by another worker whose lease has not run out). The page names the worker
     holding it, so that worker's late reports about it can be told from another's."""
+    row = session.execute(
+        _claim_statement(page_id, lease, worker_id).returning(
+            Page.id, Page.job_id, Page.number, Page.attempts
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3])
+
+
+def _claim_statement(page_id: int, lease: timedelta, worker_id: str | None) -> Any:
     job_is_live = (
         select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
     )
-    row = session.execute(
+    return (
         update(Page)
         .where(
             Page.id == page_id,
@@ -222,11 +289,60 @@ def claim_page(
             lease_expires_at=func.now() + lease,
             worker_id=worker_id,
         )
-        .returning(Page.id, Page.job_id, Page.number, Page.attempts)
+    )
+
+
+@dataclass(frozen=True)
+class TakenPage:
+    """A page claimed for an attempt, with what its OCR attempt reads of the row."""
+
+    claim: PageClaim
+    engine: str | None
+    facts: dict[str, Any]
+    image_dpi: int | None
+    image_stored: bool
+    engine_failures: int
+    license_use: LicenseUse | None
+    engine_details: dict[str, Any]
+    charged_seconds: float  # charged to earlier attempts
+    error: str | None  # the last attempt's
+
+
+def take_page(
+    session: Session, page_id: int, lease: timedelta, worker_id: str | None = None
+) -> TakenPage | None:
+    """claim_page, returning the page as the attempt needs it in the same statement."""
+    row = session.execute(
+        _claim_statement(page_id, lease, worker_id).returning(
+            Page.id,
+            Page.job_id,
+            Page.number,
+            Page.attempts,
+            Page.engine,
+            Page.facts,
+            Page.image_dpi,
+            Page.image_width_px,
+            Page.engine_failures,
+            Page.license_use,
+            Page.engine_details,
+            Page.device_seconds,
+            Page.error,
+        )
     ).one_or_none()
     if row is None:
         return None
-    return PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3])
+    return TakenPage(
+        claim=PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3]),
+        engine=row[4],
+        facts=dict(row[5] or {}),
+        image_dpi=row[6],
+        image_stored=row[7] is not None,
+        engine_failures=row[8],
+        license_use=row[9],
+        engine_details=dict(row[10] or {}),
+        charged_seconds=row[11] or 0.0,
+        error=row[12],
+    )
 
 
 def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> bool:
@@ -247,6 +363,100 @@ def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> b
         .returning(Page.id)
     )
     return result.one_or_none() is not None
+
+
+@dataclass(frozen=True)
+class PageFinished:
+    """What one attempt's result write found."""
+
+    written: bool  # False: the attempt no longer held the page, and nothing changed
+    purge_started: bool  # the job's purge fence is up (it has ended, so nothing was written)
+    job_complete: bool  # every selected page of the job has ended, this one included
+
+
+def finish_page_counted(
+    session: Session,
+    claim: PageClaim,
+    values: dict[str, Any],
+    charge: tuple[str, float] | None = None,
+) -> PageFinished:
+    """finish_page, the worker's charge for the page (`charge`: worker id and device
+    seconds, added only when the result is written) and all_pages_terminal, in one
+    statement: one round trip where there were five.
+
+    The counts are read from the statement's snapshot, which does not show this page's
+    own change: it was running there (the write is fenced on it), so it is added here.
+    In an autocommit session (`autocommit`), the job's last pages are counted again
+    after the write commits, so two last pages finishing at once cannot both miss the
+    other.
+    """
+    finished = (
+        update(Page)
+        .where(
+            Page.id == claim.page_id,
+            Page.attempts == claim.attempt,
+            Page.status == PageStatus.running,
+        )
+        .values(
+            finished_at=func.now(),
+            lease_expires_at=None,
+            wall_seconds=func.extract("epoch", func.now() - Page.started_at),
+            **values,
+        )
+        .returning(Page.id)
+        .cte("finished")
+    )
+    written = select(finished.c.id).exists()
+    terminal = (
+        select(func.count())
+        .select_from(Page)
+        .where(Page.job_id == claim.job_id, Page.status.in_(TERMINAL_PAGE_STATUSES))
+        .scalar_subquery()
+    )
+    others_running = (
+        select(func.count())
+        .select_from(Page)
+        .where(
+            Page.job_id == claim.job_id,
+            Page.status == PageStatus.running,
+            Page.id != claim.page_id,
+        )
+        .scalar_subquery()
+    )
+    query = select(
+        written, Job.purged_at.is_not(None), Job.pages_total, terminal, others_running
+    ).where(Job.id == claim.job_id)
+    if charge is not None:
+        worker_id, device_seconds = charge
+        charged = (
+            update(Worker)
+            .where(Worker.id == worker_id, written)
+            .values(
+                busy_seconds=Worker.busy_seconds + device_seconds,
+                pages_done=Worker.pages_done + 1,
+            )
+            .returning(Worker.id)
+            .cte("charged")
+        )
+        query = query.add_cte(charged)
+    row = session.execute(query).one_or_none()
+    if row is None:
+        return PageFinished(written=False, purge_started=False, job_complete=False)
+    was_written, purge_started, total, ended, running = (
+        bool(row[0]),
+        bool(row[1]),
+        row[2],
+        row[3],
+        row[4],
+    )
+    ends_now = was_written and PageStatus(values["status"]) in TERMINAL_PAGE_STATUSES
+    complete = ends_now and total is not None and ended + 1 >= total
+    if ends_now and not complete and total is not None and ended + 1 + running >= total:
+        # Every page left is running, so one may be finishing now, unseen by this
+        # snapshot as this page is by its: counted again once this write is committed
+        # (the session commits each statement), the later of the two sees both.
+        complete = all_pages_terminal(session, claim.job_id)
+    return PageFinished(written=was_written, purge_started=purge_started, job_complete=complete)
 
 
 @dataclass(frozen=True)
@@ -334,26 +544,32 @@ def page_status_counts(session: Session, job_id: uuid.UUID) -> dict[PageStatus, 
 def all_pages_terminal(session: Session, job_id: uuid.UUID) -> bool:
     """True once every selected page has ended. Counted against the job's page total,
     not the rows present, because prepare may still be adding pages."""
-    terminal = session.scalar(
+    terminal = (
         select(func.count())
         .select_from(Page)
         .where(Page.job_id == job_id, Page.status.in_(TERMINAL_PAGE_STATUSES))
+        .scalar_subquery()
     )
-    total = session.scalar(select(Job.pages_total).where(Job.id == job_id))
-    return total is not None and (terminal or 0) >= total
+    # NULL (no total yet) is not ended.
+    return bool(session.scalar(select(Job.pages_total <= terminal).where(Job.id == job_id)))
 
 
 def record_page_furniture(
     session: Session, job_id: uuid.UUID, furniture_by_page: dict[int, list[dict[str, Any]]]
 ) -> None:
     """Store each page's running headers, footers and page numbers as finalize found
-    them. Finalize may run twice; both runs write the same values."""
-    for number, furniture in furniture_by_page.items():
-        session.execute(
-            update(Page)
-            .where(Page.job_id == job_id, Page.number == number)
-            .values(furniture=furniture)
-        )
+    them, in one statement for every page. Finalize may run twice; both runs write the
+    same values."""
+    if not furniture_by_page:
+        return
+    by_number = {str(number): furniture for number, furniture in furniture_by_page.items()}
+    found = func.jsonb_each(cast(by_number, JSONB)).table_valued("key", "value").alias("found")
+    session.execute(
+        update(Page)
+        .where(Page.job_id == job_id, Page.number == cast(found.c.key, Integer))
+        .values(furniture=found.c.value)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def complete_job(

@@ -16,7 +16,8 @@ import uuid
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from pagemill.domain import JobStatus, PageStatus
+from pagemill.db.models import Job, Page
+from pagemill.domain import TERMINAL_PAGE_STATUSES, JobStatus, PageStatus
 from pagemill.jobs import lifecycle, purge, repository
 from pagemill.jobs.summaries import build_manifest
 from pagemill.quality.furniture import FurnitureMode
@@ -40,22 +41,24 @@ def finalize_job(
 
     `count_start` is False for a retry of the same start through an outage: those
     are capped by the task's retries, not by the finalize attempts."""
-    with ctx.sessions.begin() as session:
+    # Reads, and one conditional update: each statement commits on its own.
+    with repository.autocommit(ctx.sessions) as session:
         job = repository.get_job(session, job_id)
         if job is None or job.status is not JobStatus.running:
             return None
-        if not repository.all_pages_terminal(session, job_id):
+        pages = repository.list_pages(session, job_id)
+        if not _all_pages_ended(job, pages):
             return None
         last_error = job.error_message
         attempts = repository.start_finalize(session, job_id) if count_start else None
-        if attempts is not None and attempts > ctx.settings.finalize_max_attempts:
-            why = (
-                f"The result could not be assembled in {attempts - 1} attempts; "
-                f"last error: {last_error or 'none recorded'}"
-            )
+    if attempts is not None and attempts > ctx.settings.finalize_max_attempts:
+        why = (
+            f"The result could not be assembled in {attempts - 1} attempts; "
+            f"last error: {last_error or 'none recorded'}"
+        )
+        with ctx.sessions.begin() as session:
             won = lifecycle.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, why)
-            return JobStatus.failed if won else None
-        pages = repository.list_pages(session, job_id)
+        return JobStatus.failed if won else None
     keys = JobKeys(job_id)
     markdown_by_page = [
         (
@@ -68,7 +71,7 @@ def finalize_job(
     ]
     document = assemble_document(markdown_by_page, FurnitureMode(job.furniture))
     ctx.store.put_bytes(keys.document, document.markdown.encode(), "text/markdown")
-    with ctx.sessions.begin() as session:
+    with repository.autocommit(ctx.sessions) as session:
         repository.record_page_furniture(session, job_id, document.furniture)
         pages = repository.list_pages(session, job_id)
     manifest = build_manifest(job, pages)
@@ -77,8 +80,6 @@ def finalize_job(
         succeeded = [page.number for page in pages if page.status is PageStatus.succeeded]
         store_invoice(ctx.store, job_id, succeeded)
     written = [keys.document, keys.manifest, keys.invoice]
-    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written):
-        return None
     failed = [page for page in pages if page.status is PageStatus.failed]
     status = JobStatus.failed if failed else JobStatus.succeeded
     error_code = error_message = None
@@ -90,7 +91,21 @@ def finalize_job(
         )
     with ctx.sessions.begin() as session:
         won = lifecycle.end_job(session, job_id, status, error_code, error_message)
-    return status if won else None
+    if not won:
+        # Ended elsewhere meanwhile. The purge fence is checked only now, after the
+        # objects were written: a job this start ended cannot have begun a purge before
+        # (only an ended job can), and one that ended elsewhere may have, its listing
+        # missing what was written here (pagemill.jobs.purge).
+        purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written)
+        return None
+    return status
+
+
+def _all_pages_ended(job: Job, pages: list[Page]) -> bool:
+    """Counted against the job's page total, not the rows present, because prepare may
+    still be adding pages (as repository.all_pages_terminal counts)."""
+    ended = sum(page.status in TERMINAL_PAGE_STATUSES for page in pages)
+    return job.pages_total is not None and ended >= job.pages_total
 
 
 def fail_unstorable_job(ctx: StageContext, job_id: uuid.UUID, why: str) -> None:

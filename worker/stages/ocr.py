@@ -33,11 +33,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.accounting.pricing import page_charge
 from pagemill.accounting.seconds import attempts_seconds
 from pagemill.domain import LicenseUse, PageStatus
-from pagemill.jobs import purge, repository
+from pagemill.jobs import repository
 from pagemill.jobs.repository import PageClaim, RunningAttempt
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, StorageUnavailable
-from pagemill.workers import registry as workers
 from worker import registration
 from worker.bridge import BridgeClosed
 from worker.engines.base import EngineError, EngineResult, PageFacts, PageInput
@@ -146,9 +145,6 @@ def _run_claimed(
         return _record_engine_failure(ctx, claimed, error)
     defer.on_outage(_store_markdown, ctx, keys, claimed.claim, result)
     defer.on_outage(_store_blocks, ctx, keys, claimed, assessed)
-    written = [keys.page_markdown(claimed.claim.number), keys.page_blocks(claimed.claim.number)]
-    if purge.discard_if_purged(ctx.sessions, ctx.store, claimed.claim.job_id, written):
-        return PageRun(PageOutcome.skipped)
     if assessed.engine != claimed.engine_name:
         # Repaired by another engine (a text layer read by OCR): record what really ran.
         basis = _basis(ctx, assessed.engine)
@@ -184,30 +180,34 @@ def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
 
 def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
     lease = timedelta(seconds=ctx.settings.page_lease_s)
-    with ctx.sessions.begin() as session:
-        claim = repository.claim_page(session, page_id, lease, registration.worker_id())
-        if claim is None:
+    # One statement that commits on its own: the claim, returning what the attempt reads.
+    with repository.autocommit(ctx.sessions) as session:
+        taken = repository.take_page(session, page_id, lease, registration.worker_id())
+    if taken is None:
+        return PageRun(PageOutcome.skipped)
+    claim = taken.claim
+    if claim.attempt > ctx.settings.max_claims:
+        message = f"Gave up after {claim.attempt - 1} attempts; last error: {taken.error}"
+        with repository.autocommit(ctx.sessions) as session:
+            finished = repository.finish_page_counted(
+                session, claim, {"status": PageStatus.failed, "error": message}
+            )
+        if not finished.written:
             return PageRun(PageOutcome.skipped)
-        page = repository.get_page(session, page_id)
-        assert page is not None
-        if claim.attempt > ctx.settings.max_claims:
-            message = f"Gave up after {claim.attempt - 1} attempts; last error: {page.error}"
-            repository.finish_page(session, claim, {"status": PageStatus.failed, "error": message})
-            complete = repository.all_pages_terminal(session, claim.job_id)
-            return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
-        engine_name = page.engine or ctx.settings.ocr_engine
-        facts = PageFacts.from_stored(page.facts)
-        return _ClaimedPage(
-            claim=claim,
-            engine_name=engine_name,
-            facts=facts,
-            image_dpi=page.image_dpi or 150,
-            image_stored=page.image_width_px is not None,
-            engine_failures=page.engine_failures,
-            license_use=page.license_use,
-            fallback=fallback_reason(ctx.settings, engine_name, facts, page.engine_details or {}),
-            charged_seconds=page.device_seconds or 0.0,
-        )
+        return PageRun(PageOutcome.failed, claim.job_id, job_complete=finished.job_complete)
+    engine_name = taken.engine or ctx.settings.ocr_engine
+    facts = PageFacts.from_stored(taken.facts)
+    return _ClaimedPage(
+        claim=claim,
+        engine_name=engine_name,
+        facts=facts,
+        image_dpi=taken.image_dpi or 150,
+        image_stored=taken.image_stored,
+        engine_failures=taken.engine_failures,
+        license_use=taken.license_use,
+        fallback=fallback_reason(ctx.settings, engine_name, facts, taken.engine_details),
+        charged_seconds=taken.charged_seconds,
+    )
 
 
 def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> PageInput:
@@ -262,8 +262,12 @@ def _record_success(
     result = assessed.result
     worker = registration.worker_id()
     seconds = attempts_seconds(page.charged_seconds, result.device_seconds)
-    with ctx.sessions.begin() as session:
-        finished = repository.finish_page(
+    charge = (worker, result.device_seconds) if worker is not None else None
+    # The result, the worker's charge, the purge fence and whether the job is done, in
+    # one statement that commits on its own: written after the page's objects, so the
+    # fence is checked after they were written, as the purge requires (pagemill.jobs.purge).
+    with repository.autocommit(ctx.sessions) as session:
+        finished = repository.finish_page_counted(
             session,
             claim,
             {
@@ -284,14 +288,23 @@ def _record_success(
                 **gpu_measurements(result.details),
                 **assessed.columns(),
             },
+            charge,
         )
-        if not finished:
-            log.info("page %s attempt %s lost its claim", claim.page_id, claim.attempt)
-            return PageRun(PageOutcome.skipped)
-        if worker is not None:
-            workers.charge_page(session, worker, result.device_seconds)
-        complete = repository.all_pages_terminal(session, claim.job_id)
-    return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=complete)
+    if not finished.written:
+        if finished.purge_started:
+            _discard_written(ctx, claim)
+        log.info("page %s attempt %s lost its claim", claim.page_id, claim.attempt)
+        return PageRun(PageOutcome.skipped)
+    return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=finished.job_complete)
+
+
+def _discard_written(ctx: StageContext, claim: PageClaim) -> None:
+    """The job is being purged: its listing of the job's objects may have run before
+    this attempt wrote its own, so they are removed here."""
+    keys = JobKeys(claim.job_id)
+    written = [keys.page_markdown(claim.number), keys.page_blocks(claim.number)]
+    ctx.store.remove_objects(written)
+    log.info("job %s is being purged; removed page %s's results", claim.job_id, claim.number)
 
 
 def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Exception) -> PageRun:
@@ -300,24 +313,23 @@ def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Excepti
     failures = page.engine_failures + 1
     final = failures >= ctx.settings.page_max_attempts
     log.warning("page %s attempt %s failed: %s", claim.page_id, claim.attempt, message)
-    with ctx.sessions.begin() as session:
-        status = PageStatus.failed if final else PageStatus.queued
-        written = repository.finish_page(
+    status = PageStatus.failed if final else PageStatus.queued
+    with repository.autocommit(ctx.sessions) as session:
+        finished = repository.finish_page_counted(
             session, claim, {"status": status, "error": message, "engine_failures": failures}
         )
-        if not written:
-            return PageRun(PageOutcome.skipped)
-        if not final:
-            backoff = ENGINE_RETRY_BACKOFF_S[min(failures, len(ENGINE_RETRY_BACKOFF_S)) - 1]
-            return PageRun(
-                PageOutcome.retry,
-                claim.job_id,
-                retry_in_s=backoff,
-                engine=page.engine_name,
-                license_use=page.license_use,
-            )
-        complete = repository.all_pages_terminal(session, claim.job_id)
-    return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
+    if not finished.written:
+        return PageRun(PageOutcome.skipped)
+    if not final:
+        backoff = ENGINE_RETRY_BACKOFF_S[min(failures, len(ENGINE_RETRY_BACKOFF_S)) - 1]
+        return PageRun(
+            PageOutcome.retry,
+            claim.job_id,
+            retry_in_s=backoff,
+            engine=page.engine_name,
+            license_use=page.license_use,
+        )
+    return PageRun(PageOutcome.failed, claim.job_id, job_complete=finished.job_complete)
 
 
 def record_time_limit_kill(
@@ -354,7 +366,7 @@ def _record_time_limit(
     message = f"Page {claim.number} {time_limit_message(settings)}"
     log.warning("page %s attempt %s: %s", claim.page_id, claim.attempt, message)
     seconds = attempts_seconds(attempt.charged_seconds, attempt.elapsed_seconds)
-    written = repository.finish_page(
+    finished = repository.finish_page_counted(
         session,
         claim,
         {
@@ -368,7 +380,7 @@ def _record_time_limit(
             **page_charge(settings, seconds),
         },
     )
-    if not written:
+    if not finished.written:
         return PageRun(PageOutcome.skipped)
     if not final:
         return PageRun(
@@ -378,5 +390,4 @@ def _record_time_limit(
             engine=attempt.engine,
             license_use=attempt.license_use,
         )
-    complete = repository.all_pages_terminal(session, claim.job_id)
-    return PageRun(PageOutcome.failed, claim.job_id, job_complete=complete)
+    return PageRun(PageOutcome.failed, claim.job_id, job_complete=finished.job_complete)

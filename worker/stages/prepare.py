@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.documents.pagerange import parse_page_selection
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import JobStatus, LicenseUse, QueuedPage
-from pagemill.jobs import lifecycle, purge, repository
+from pagemill.jobs import lifecycle, repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
 from worker.engines.base import PageFacts
@@ -51,24 +51,25 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     pages an earlier attempt queued are published again (a duplicate is harmless).
     """
     lease = timedelta(seconds=ctx.settings.page_lease_s)
-    with ctx.sessions.begin() as session:
+    # The claim (which returns the job) and a read: each statement commits on its own.
+    with repository.autocommit(ctx.sessions) as session:
         job = repository.claim_prepare(session, job_id, lease)
         if job is None:
             return 0
-        attempt = job.prepare_attempts
-        if attempt > ctx.settings.max_claims:
-            reason = (
-                f"The document could not be prepared in {attempt - 1} attempts; "
-                f"last error: {job.error_message or 'none recorded'}"
-            )
-            lifecycle.end_job(session, job_id, JobStatus.failed, "prepare_failed", reason)
-            return 0
-        page_selection, document_pages = job.page_selection, job.document_pages
-        # A document given by URL and not fetched yet (by an earlier attempt) has no facts.
-        source_url = job.source_url if job.source_sha256 is None else None
         done = repository.page_numbers(session, job_id)
-        requested_engine, kind = job.engine, job.source_kind
-        license_use = job.license_use
+    attempt = job.prepare_attempts
+    if attempt > ctx.settings.max_claims:
+        reason = (
+            f"The document could not be prepared in {attempt - 1} attempts; "
+            f"last error: {job.error_message or 'none recorded'}"
+        )
+        _fail(ctx, job_id, reason)
+        return 0
+    page_selection, document_pages = job.page_selection, job.document_pages
+    # A document given by URL and not fetched yet (by an earlier attempt) has no facts.
+    source_url = job.source_url if job.source_sha256 is None else None
+    requested_engine, kind = job.engine, job.source_kind
+    license_use = job.license_use
     keys = JobKeys(job_id)
     published: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
@@ -106,13 +107,20 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             ctx.settings.render_timeout_s,
         )
         try:
-            for line in run_sandboxed("worker.render_child", args, limits):
-                if not _job_still_running(ctx, job_id):
-                    return 0  # cancelled while preparing: pages not yet stored never run
-                stored = _store_page(ctx, job_id, keys, line, license_use)
-                if stored is not None:
-                    publish_ocr(stored.page_id, stored.engine, stored.license_use)
-                    published.add(stored.page_id)
+            # One connection for every page's row, each written by a statement that
+            # commits on its own: a page costs one round trip, with no pool check-out
+            # (and its pre-ping) each.
+            with repository.autocommit(ctx.sessions) as recorder:
+                for line in run_sandboxed("worker.render_child", args, limits):
+                    stored = _store_page(ctx, recorder, job_id, keys, line, license_use)
+                    if stored is _JOB_ENDED:
+                        return 0  # cancelled while preparing: pages not yet stored never run
+                    if isinstance(stored, QueuedPage):
+                        publish_ocr(stored.page_id, stored.engine, stored.license_use)
+                        published.add(stored.page_id)
+                # Every page is recorded: release the lease, and find the pages queued.
+                repository.finish_prepare(recorder, job_id, attempt)
+                queued = repository.queued_pages(recorder, job_id)
         except DocumentVerdict as verdict:
             _fail(ctx, job_id, verdict.message)
             return 0
@@ -127,9 +135,6 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             # Storage or database trouble: free the job for the retry at once.
             _release(ctx, job_id, attempt, str(error))
             raise
-    with ctx.sessions.begin() as session:
-        repository.finish_prepare(session, job_id, attempt)
-        queued = repository.queued_pages(session, job_id)
     for page in queued:
         # Pages stored by an earlier attempt may never have been published; this
         # attempt's own pages were, a moment ago, and one message a page is enough.
@@ -138,13 +143,20 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     return len(queued)
 
 
+# What _store_page returns for a job that ended meanwhile: prepare stops.
+_JOB_ENDED = object()
+
+
 def _store_page(
     ctx: StageContext,
+    recorder: Session,
     job_id: uuid.UUID,
     keys: JobKeys,
     line: dict[str, Any],
     license_use: LicenseUse,
-) -> QueuedPage | None:
+) -> QueuedPage | object | None:
+    """Store the page's objects and record its row; returns the page to queue, None
+    when there is none to queue (an earlier attempt recorded it), or _JOB_ENDED."""
     facts = PageFacts.from_stored(line["facts"])
     number = facts.number
     written = []
@@ -158,38 +170,37 @@ def _store_page(
         ctx.store.put_file(keys.page_pdf(number), pdf_path, "application/pdf")
         pdf_path.unlink()
         written.append(keys.page_pdf(number))
-    if purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written):
+    # One statement that commits on its own: the row, unless the job ended, and the purge
+    # fence, read after the objects were written, as the purge requires (pagemill.jobs.purge).
+    recorded = repository.record_page(
+        recorder,
+        {
+            "job_id": job_id,
+            "number": number,
+            "width_pt": facts.width_pt,
+            "height_pt": facts.height_pt,
+            "image_width_px": line["image_width_px"],
+            "image_height_px": line["image_height_px"],
+            "image_dpi": line["image_dpi"],
+            "text_chars": facts.text_chars,
+            "image_coverage": facts.image_coverage,
+            "facts": line["facts"],
+            "render_seconds": line["render_seconds"],
+            # Routed in the child, from the facts above (worker.render_child).
+            "engine": line["engine"],
+            "engine_reason": line["engine_reason"],
+            "license_use": license_use,
+        },
+    )
+    if recorded.purge_started and written:
+        ctx.store.remove_objects(written)
+        log.info("job %s is being purged; removed %d object(s) just written", job_id, len(written))
+    if not recorded.job_running:
+        return _JOB_ENDED
+    if recorded.page_id is None or line["engine"] is None:
+        # Recorded by another attempt: queued with the rest once every page is recorded.
         return None
-    with ctx.sessions.begin() as session:
-        repository.insert_page(
-            session,
-            {
-                "job_id": job_id,
-                "number": number,
-                "width_pt": facts.width_pt,
-                "height_pt": facts.height_pt,
-                "image_width_px": line["image_width_px"],
-                "image_height_px": line["image_height_px"],
-                "image_dpi": line["image_dpi"],
-                "text_chars": facts.text_chars,
-                "image_coverage": facts.image_coverage,
-                "facts": line["facts"],
-                "render_seconds": line["render_seconds"],
-                # Routed in the child, from the facts above (worker.render_child).
-                "engine": line["engine"],
-                "engine_reason": line["engine_reason"],
-                "license_use": license_use,
-            },
-        )
-        page = repository.get_page_by_number(session, job_id, number)
-        if page is None or page.engine is None:
-            return None
-        return QueuedPage(page.id, page.engine, license_use)
-
-
-def _job_still_running(ctx: StageContext, job_id: uuid.UUID) -> bool:
-    with ctx.sessions() as session:
-        return repository.job_is_running(session, job_id)
+    return QueuedPage(recorded.page_id, line["engine"], license_use)
 
 
 def prepare_time_limit_message(settings: Settings) -> str:
