@@ -19,7 +19,7 @@ import numpy as np
 from worker.engines.base import CPU_ENGINE_RENDER_DPI, EngineError, EngineResult, PageInput
 from worker.engines.blocks_ocr import blocks_from_ocr_lines
 from worker.engines.ocr_accents import doubt_accents
-from worker.engines.ocr_boxes import Box, Line, Word
+from worker.engines.ocr_boxes import Box, Line, Word, union
 from worker.engines.ocr_layout import page_markdown
 
 
@@ -80,16 +80,66 @@ def read_page(png: bytes) -> tuple[list[Line], tuple[int, int]]:
 def _line(text: str, quad: Any, words: Any, score: float | None) -> Line:
     box = _box(quad)
     confidence = None if score is None else float(score)
-    parsed = tuple(
+    parsed = [
         Word(str(word_text), _box(word_quad), _score(word_score))
         for word_text, word_score, word_quad in (words or ())
         if str(word_text).strip()
-    )
-    if " ".join(w.text for w in parsed).split() != text.split():
-        # Word boxes are cut where the recogniser put spaces; when they do not give back
-        # the line's text, the line stands as one word.
-        parsed = (Word(text, box, confidence),)
-    return Line(text=text, box=box, words=parsed, slope=_slope(quad), confidence=confidence)
+    ]
+    if [w.text for w in parsed] != text.split():
+        if "".join(w.text for w in parsed) == "".join(text.split()):
+            parsed = _rejoined(parsed, text, box.height)
+            text = " ".join(w.text for w in parsed)
+        else:
+            # Word boxes that do not give back the line's text: the line stands as one word.
+            parsed = [Word(text, box, confidence)]
+    return Line(text=text, box=box, words=tuple(parsed), slope=_slope(quad), confidence=confidence)
+
+
+# rapidocr also cuts a word where two of its characters stand far apart without reading
+# a space between them: at a column gap ("0,00" and "21 %", two cells of a noisy invoice
+# read as "0,0021.%", 1.0 line heights apart), or inside a word whose letters stand apart
+# ("num" "mer:", 0.46). Gaps this wide are kept as a space, narrower ones joined back.
+_UNREAD_SPACE_H = 0.75
+
+
+def _rejoined(words: list[Word], text: str, height: float) -> list[Word]:
+    """The recogniser's words, those it cut without a space joined back unless the cut
+    leaves a gap wide enough for a column between them."""
+    starts = _starts_of_tokens([w.text for w in words], text)
+    joined: list[Word] = []
+    for word, starts_token in zip(words, starts, strict=True):
+        previous = joined[-1] if joined else None
+        if (
+            previous is None
+            or starts_token
+            or word.box.x0 - previous.box.x1 >= (_UNREAD_SPACE_H * height)
+        ):
+            joined.append(word)
+            continue
+        joined[-1] = Word(
+            previous.text + word.text,
+            union([previous.box, word.box]),
+            _lowest(previous.confidence, word.confidence),
+        )
+    return joined
+
+
+def _starts_of_tokens(pieces: list[str], text: str) -> list[bool]:
+    """For each piece of the text (its characters in order, spaces left out), whether it
+    begins one of the text's space-separated tokens."""
+    boundaries, position = set(), 0
+    for token in text.split():
+        boundaries.add(position)
+        position += len(token)
+    starts, position = [], 0
+    for piece in pieces:
+        starts.append(position in boundaries)
+        position += len(piece)
+    return starts
+
+
+def _lowest(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else min(a, b)
 
 
 def _score(score: Any) -> float | None:
