@@ -196,3 +196,32 @@ def test_two_rows_or_ragged_figures_beside_text_are_no_table() -> None:
     markdown = page_markdown(lines)
     assert "|" not in markdown
     assert "Fremont CA 94538" in markdown.splitlines()
+
+
+def test_a_photo_whose_tilt_changes_down_the_page_keeps_each_row_together() -> None:
+    # Perspective: lines near the top tilt by 0.031, near the foot by 0.001, so a tilt
+    # taken for the whole page (their median) leaves a row's far end 12 px off its start.
+    def tilt(y: float) -> float:
+        return -0.035 + 0.00002 * y
+
+    def photographed(text: str, x0: float, y0: float) -> Line:
+        flat = line(text, x0, y0)
+        slope = tilt(y0)
+
+        def moved(box: Box) -> Box:
+            top, bottom = y0 + slope * box.x0, y0 + slope * box.x1
+            return Box(box.x0, min(top, bottom), box.x1, max(top, bottom) + LINE_HEIGHT)
+
+        words = tuple(Word(word.text, moved(word.box)) for word in flat.words)
+        return Line(text, moved(flat.box), words, slope)
+
+    rows = [("Item", "Qty", "Amount"), ("Bench", "2", "80.00"), ("Kettle", "1", "25.00")]
+    lines = [
+        photographed(text, x, 200 + 30 * index)
+        for index, row in enumerate(rows)
+        for text, x in zip(row, (40, 700, 1000), strict=True)
+    ]
+    prose = "a line of running text across the page that tells its tilt"
+    lines += [photographed(prose, 40, 400 + 130 * index) for index in range(11)]
+    [table] = tables(page_markdown(lines))
+    assert table == ["| Item | Qty | Amount |", "| Bench | 2 | 80.00 |", "| Kettle | 1 | 25.00 |"]
