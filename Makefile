@@ -43,8 +43,13 @@ chromium:
 		exit 1; \
 	fi
 
+# The tests run in TEST_PROCESSES processes (pytest-xdist), each taking a whole file at a
+# time, so a file's shared stack stays in one process. Many tests wait on the worker
+# processes they start, so two test processes keep two cores busier than one.
+TEST_PROCESSES ?= 2
+
 pytest: $(STAMP) bench-tools chromium
-	$(BIN)/python -m pytest --durations=30 --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --durations=30 --cov=pagemill --cov=api --cov=worker --cov-report=term:skip-covered
 
 # test-gpu runs the vLLM engine's tests in their own environment (.venv-vllm);
 # it goes before pytest so the benchmark smoke run (tests/bench) finds that

@@ -123,6 +123,46 @@ def redis_client() -> Iterator[redis.Redis]:
         client.delete(key)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller starts the one S3 server every test process
+    shares (when none runs yet), so two processes never race to start it on :8333 and
+    none stops it while another still writes."""
+    if _is_xdist_controller(config) and not services.s3_ready(S3_ACCESS_KEY, S3_SECRET_KEY):
+        data_dir = TMP_ROOT / "seaweedfs"
+        data_dir.mkdir()
+        config.stash[_SHARED_S3] = services.start_seaweedfs(data_dir, S3_ACCESS_KEY, S3_SECRET_KEY)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    process = config.stash.get(_SHARED_S3, None)
+    if process is not None:
+        services.stop(process)
+
+
+# Folders whose tests run for minutes (worker stacks waiting out leases, a browser,
+# network namespaces, the benchmark's smoke run). Run first, so that when the test
+# processes share the work (pytest-xdist, one file at a time), no long file is left to
+# run alone at the end.
+LONG_RUNNING_FIRST = ("chaos", "multihost", "bench", "console", "batches", "lifecycle")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        parts = item.path.relative_to(Path(__file__).parent).parts
+        folder = parts[0] if len(parts) > 1 else ""
+        return LONG_RUNNING_FIRST.index(folder) if folder in LONG_RUNNING_FIRST else 99
+
+    items.sort(key=rank)  # stable: the order within a folder stays as collected
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    numprocesses = config.getoption("numprocesses", default=None)
+    return bool(numprocesses) and not hasattr(config, "workerinput")
+
+
+_SHARED_S3 = pytest.StashKey[subprocess.Popen[bytes]]()
+
+
 @pytest.fixture(scope="session")
 def s3() -> Iterator[Any]:
     process = None
