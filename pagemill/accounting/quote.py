@@ -209,10 +209,11 @@ def quote_usd(
     """The selected pages, each at what its likely engine's recent pages say a page
     holding as much costs (`EngineCosts`).
 
-    A page inspection did not measure (past its time budget, or too heavy to trace) is
-    priced at the mean of the document's measured pages: a document's pages are mostly
-    alike, and on a busy machine the budget can end a long born-digital document after a
-    few pages. With no page measured, it is priced as OCR would read it."""
+    A page inspection did not measure (a long document is measured at a sample of its
+    pages; past its time budget, or too heavy to trace) is priced at the mean of the
+    measured pages selected, or of the document's measured pages when none of them is:
+    a document's pages are mostly alike. With no page measured, it is priced as OCR
+    would read it."""
     costs: dict[str, EngineCosts] = {}
     measured_prices: list[Decimal] = []
     unmeasured: list[int] = []
@@ -223,6 +224,15 @@ def quote_usd(
             measured_prices.append(
                 _page_price(session, settings, info, number, requested, ocr_engine, costs)
             )
+    if unmeasured and not measured_prices:
+        measured_prices = [
+            _page_price(session, settings, info, number, requested, ocr_engine, costs)
+            for number in range(1, info.page_count + 1)
+            if info.facts_of(number) is not None
+        ]
+        if measured_prices:
+            mean = sum(measured_prices, Decimal(0)) / len(measured_prices)
+            return (mean * len(unmeasured)).quantize(USD_PRECISION)
     total = sum(measured_prices, Decimal(0))
     if unmeasured and measured_prices:
         total += len(unmeasured) * total / len(measured_prices)

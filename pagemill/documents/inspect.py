@@ -43,9 +43,15 @@ from pagemill.routing import route_page
 from pagemill.settings import Settings
 
 # Measuring each page (its text layer, its ink) is only for the quote: it stops after this
-# long, so a long document does not hold its upload back (the pages left are quoted as
-# OCR, at the engine's mean cost).
+# long, so a long document does not hold its upload back (the pages left are quoted at
+# the mean of those measured; pagemill.accounting.quote).
 FACTS_BUDGET_S = 2.0
+# A longer document is measured at this many pages, spread evenly from its first to its
+# last: the quote prices the pages left at the mean of those measured, and a document's
+# pages are mostly alike. Measuring a page costs about as much API CPU as the rest of its
+# way through the service, so the quote of a long document would otherwise cost more
+# than its orchestration.
+MEASURED_PAGES_MAX = 8
 # A page drawing more than this is left unmeasured: tracing its text would cost about as
 # much as drawing it (pagemill.settings textlayer_max_content_bytes is the same idea).
 FACTS_MAX_CONTENT_BYTES = 1024**2
@@ -211,11 +217,24 @@ class _Frames:
 def _measure_pages(document: pymupdf.Document) -> _Pages:
     deadline = time.monotonic() + FACTS_BUDGET_S
     measured = _Measured()
+    sampled = measured_page_indexes(document.page_count)
     for index in range(document.page_count):
         if time.monotonic() > deadline:
             break
-        _measure_page(document, index, deadline, measured)
+        if index in sampled:
+            _measure_page(document, index, deadline, measured)
+        else:
+            measured.add()
     return _Pages(tuple(measured.facts), tuple(measured.inks), tuple(measured.blobs))
+
+
+def measured_page_indexes(page_count: int, most: int = MEASURED_PAGES_MAX) -> frozenset[int]:
+    """The 0-based indexes of the pages inspection measures: all of a short document's,
+    `most` spread evenly over a longer one's, its first and last among them."""
+    if page_count <= most:
+        return frozenset(range(page_count))
+    step = (page_count - 1) / (most - 1)
+    return frozenset(round(i * step) for i in range(most))
 
 
 def _measure_page(

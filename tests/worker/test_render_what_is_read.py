@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pymupdf
 import pytest
 
 from pagemill.documents.sandbox import Limits, run_sandboxed
@@ -17,6 +18,7 @@ from worker import render
 from worker.engines.base import EngineError, EngineResult, PageInput
 from worker.engines.registry import get_engine
 from worker.render import PageOutputs, render_pages, render_pdf_page_png
+from worker.stages import quality
 from worker.stages.quality import convert_checked
 
 INVOICE = SAMPLES / "invoice-multipage.pdf"
@@ -105,3 +107,51 @@ def test_an_ocr_engine_without_an_image_says_so() -> None:
     page = dataclasses.replace(_text_layer_input(INVOICE), pdf_page=None)
     with pytest.raises(EngineError, match="no page image"):
         get_engine("rapidocr").convert(page)
+
+
+def _ocr_input(path: Path) -> PageInput:
+    """A page as the OCR stage loads an OCR page: the image and no PDF."""
+    only_image = PageOutputs(image=True, pdf_page=False)
+    [page] = render_pages(path, SourceKind.pdf, [1], 150, 40_000_000, lambda _: only_image)
+    return PageInput(page.facts, page.image_png, page.image_dpi, None)
+
+
+def _refuse_decoding(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    decoded: list[int] = []
+
+    def counting(png: bytes) -> object:
+        decoded.append(len(png))
+        return real_decode(png)
+
+    real_decode = quality.decode_gray
+    monkeypatch.setattr(quality, "decode_gray", counting)
+    return decoded
+
+
+def test_an_ocr_page_drawing_text_is_read_without_decoding_its_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its text layer shows it is not blank and which way up it lies: no pixels needed.
+    page = _ocr_input(INVOICE)
+    decoded = _refuse_decoding(monkeypatch)
+    assessed = convert_checked("rapidocr", page, _convert, "rapidocr")
+    assert decoded == []
+    assert assessed.blank is False
+    assert assessed.orientation is not None and assessed.orientation.decided_by == "text layer"
+    assert "Azure" in assessed.result.markdown
+
+
+def test_a_page_drawing_only_a_page_number_is_still_found_blank(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    source = tmp_path / "page-number.pdf"
+    document = pymupdf.open()
+    document.new_page(width=595, height=842).insert_text((290, 830), "7", fontsize=9)
+    document.save(source)
+    page = _ocr_input(source)
+    assert 0 < page.facts.text_chars < quality.DRAWN_TEXT_MIN_CHARS
+    decoded = _refuse_decoding(monkeypatch)
+    assessed = convert_checked("rapidocr", page, _convert, "rapidocr")
+    assert len(decoded) == 1  # too little text to tell: its pixels are looked at
+    assert assessed.blank is True
+    assert assessed.result.markdown == ""

@@ -59,9 +59,15 @@ class Assessed:
 def convert_checked(engine: str, page: PageInput, convert: Convert, ocr_engine: str) -> Assessed:
     if engine == TEXT_LAYER_ENGINE:
         return _text_layer_checked(page, convert, ocr_engine)
-    # Decoded once: the blank check and orientation detection read the same grey levels.
-    gray = decode_gray(page.image_png) if page.image_png else None
-    blank = is_blank(gray) if gray is not None else None
+    gray: np.ndarray | None = None
+    if page.image_png is None:
+        blank: bool | None = None
+    elif _draws_text(page):
+        blank = False
+    else:
+        # Decoded once: the blank check and orientation detection read the same grey levels.
+        gray = decode_gray(page.image_png)
+        blank = is_blank(gray)
     if blank:
         result = EngineResult(markdown="", device_seconds=0.0, finish_reason="stop")
         result.details["blank"] = "no engine ran: the page has no ink"
@@ -138,6 +144,18 @@ def _has_visible_text(page: PageInput) -> bool:
     return page.facts.text_chars - page.facts.invisible_text_chars > 0
 
 
+# A page whose text layer draws at least this many characters is not blank, and its
+# image need not be decoded to tell (decoding a 150 dpi page is most of an OCR task's own
+# CPU). Forty characters of 6 pt text ink about a thousand pixels at 150 dpi, five times
+# what `worker.imaging.is_blank` lets a blank page hold; a page drawing less (a lone page
+# number) is still looked at, as the pixel check may find it blank.
+DRAWN_TEXT_MIN_CHARS = 40
+
+
+def _draws_text(page: PageInput) -> bool:
+    return page.facts.text_chars - page.facts.invisible_text_chars >= DRAWN_TEXT_MIN_CHARS
+
+
 def _with_pixels(page: PageInput) -> tuple[PageInput, np.ndarray | None]:
     """The page with its image (rendered from the one-page PDF when prepare made none)
     and that image's grey levels; None when there is nothing to render from."""
@@ -158,10 +176,13 @@ def _read(
     engine: str, page: PageInput, gray: np.ndarray | None, convert: Convert
 ) -> tuple[EngineResult, Orientation | None]:
     """The engine's reading of the page; an engine that reads pixels gets them upright."""
-    if engine == TEXT_LAYER_ENGINE or gray is None:
+    if engine == TEXT_LAYER_ENGINE or page.image_png is None:
         return convert(engine, page), None
-    # A born-digital page's text layer says which way up it is drawn; pixels otherwise.
-    orientation = from_text_layer(page.facts) or detect_orientation(gray)
+    # A born-digital page's text layer says which way up it is drawn; pixels otherwise
+    # (decoded here when the blank check did not need them).
+    orientation = from_text_layer(page.facts) or detect_orientation(
+        gray if gray is not None else page.image_png
+    )
     if orientation.rotation:
         log.info("page %s turned %s degrees before OCR", page.facts.number, orientation.rotation)
         upright = rotate_png(page.require_image(), orientation.rotation)
