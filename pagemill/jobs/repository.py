@@ -4,6 +4,7 @@ so a duplicate message or a worker that outlived its lease changes nothing.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    Float,
     Integer,
+    Interval,
     String,
     bindparam,
     case,
@@ -203,31 +206,36 @@ def record_page(session: Session, values: dict[str, Any]) -> PageRecorded:
     The job row is locked FOR SHARE by the statement, as insert_page locks it: a
     transaction ending the job waits for it, or it sees the job ended and inserts
     nothing, so complete_job's closing of the job's pages cannot miss this one."""
-    table = Page.__table__
-    job = (
-        select(Job.status, Job.purged_at)
-        .where(Job.id == values["job_id"])
-        .with_for_update(read=True)
-        .cte("job")
-    )
-    columns = list(values)
-    row_values = [
-        bindparam(f"v_{name}", values[name], type_=table.c[name].type) for name in columns
-    ]
-    inserted = (
-        insert(Page)
-        .from_select(columns, select(*row_values).where(job.c.status == JobStatus.running))
-        .on_conflict_do_nothing(index_elements=["job_id", "number"])
-        .returning(Page.id)
-        .cte("inserted")
-    )
-    row = session.execute(
-        select(job.c.status, job.c.purged_at.is_not(None), select(inserted.c.id).scalar_subquery())
-    ).one_or_none()
+    params = {f"v_{name}": value for name, value in values.items()}
+    row = session.execute(_record_page_statement(tuple(values)), params).one_or_none()
     if row is None:
         return PageRecorded(job_running=False, purge_started=False, page_id=None)
     return PageRecorded(
         job_running=row[0] is JobStatus.running, purge_started=bool(row[1]), page_id=row[2]
+    )
+
+
+@functools.cache
+def _record_page_statement(columns: tuple[str, ...]) -> Any:
+    """record_page's statement for these columns, built once (see `_take_page_statement`);
+    each column's value is bound at the call as `v_<column>`."""
+    table = Page.__table__
+    job = (
+        select(Job.status, Job.purged_at)
+        .where(Job.id == bindparam("v_job_id", type_=table.c["job_id"].type))
+        .with_for_update(read=True)
+        .cte("job")
+    )
+    row_values = [bindparam(f"v_{name}", type_=table.c[name].type) for name in columns]
+    inserted = (
+        insert(Page)
+        .from_select(list(columns), select(*row_values).where(job.c.status == JobStatus.running))
+        .on_conflict_do_nothing(index_elements=["job_id", "number"])
+        .returning(Page.id)
+        .cte("inserted")
+    )
+    return select(
+        job.c.status, job.c.purged_at.is_not(None), select(inserted.c.id).scalar_subquery()
     )
 
 
@@ -261,23 +269,22 @@ def claim_page(
     or held by another worker whose lease has not run out). The page names the worker
     holding it, so that worker's late reports about it can be told from another's."""
     row = session.execute(
-        _claim_statement(page_id, lease, worker_id).returning(
-            Page.id, Page.job_id, Page.number, Page.attempts
-        )
+        _claim_page_statement(), _claim_params(page_id, lease, worker_id)
     ).one_or_none()
     if row is None:
         return None
     return PageClaim(page_id=row[0], job_id=row[1], number=row[2], attempt=row[3])
 
 
-def _claim_statement(page_id: int, lease: timedelta, worker_id: str | None) -> Any:
+def _claim_statement() -> Any:
+    """The claim, its page, lease and worker bound at each call (`_claim_params`)."""
     job_is_live = (
         select(Job.id).where(Job.id == Page.job_id, Job.status == JobStatus.running).exists()
     )
     return (
         update(Page)
         .where(
-            Page.id == page_id,
+            Page.id == bindparam("page_id"),
             job_is_live,
             (Page.status == PageStatus.queued)
             | ((Page.status == PageStatus.running) & (Page.lease_expires_at < func.now())),
@@ -286,9 +293,40 @@ def _claim_statement(page_id: int, lease: timedelta, worker_id: str | None) -> A
             status=PageStatus.running,
             attempts=Page.attempts + 1,
             started_at=func.now(),
-            lease_expires_at=func.now() + lease,
-            worker_id=worker_id,
+            lease_expires_at=func.now() + bindparam("lease", type_=Interval()),
+            worker_id=bindparam("worker_id", type_=String()),
         )
+    )
+
+
+def _claim_params(page_id: int, lease: timedelta, worker_id: str | None) -> dict[str, Any]:
+    return {"page_id": page_id, "lease": lease, "worker_id": worker_id}
+
+
+# The per-page statements of the OCR path are built once, their values bound at each
+# call: building a statement and deriving its cache key took most of the CPU of running
+# it (SQLAlchemy memoizes the key on the statement object).
+@functools.cache
+def _claim_page_statement() -> Any:
+    return _claim_statement().returning(Page.id, Page.job_id, Page.number, Page.attempts)
+
+
+@functools.cache
+def _take_page_statement() -> Any:
+    return _claim_statement().returning(
+        Page.id,
+        Page.job_id,
+        Page.number,
+        Page.attempts,
+        Page.engine,
+        Page.facts,
+        Page.image_dpi,
+        Page.image_width_px,
+        Page.engine_failures,
+        Page.license_use,
+        Page.engine_details,
+        Page.device_seconds,
+        Page.error,
     )
 
 
@@ -313,21 +351,7 @@ def take_page(
 ) -> TakenPage | None:
     """claim_page, returning the page as the attempt needs it in the same statement."""
     row = session.execute(
-        _claim_statement(page_id, lease, worker_id).returning(
-            Page.id,
-            Page.job_id,
-            Page.number,
-            Page.attempts,
-            Page.engine,
-            Page.facts,
-            Page.image_dpi,
-            Page.image_width_px,
-            Page.engine_failures,
-            Page.license_use,
-            Page.engine_details,
-            Page.device_seconds,
-            Page.error,
-        )
+        _take_page_statement(), _claim_params(page_id, lease, worker_id)
     ).one_or_none()
     if row is None:
         return None
@@ -390,56 +414,16 @@ def finish_page_counted(
     after the write commits, so two last pages finishing at once cannot both miss the
     other.
     """
-    finished = (
-        update(Page)
-        .where(
-            Page.id == claim.page_id,
-            Page.attempts == claim.attempt,
-            Page.status == PageStatus.running,
-        )
-        .values(
-            finished_at=func.now(),
-            lease_expires_at=None,
-            wall_seconds=func.extract("epoch", func.now() - Page.started_at),
-            **values,
-        )
-        .returning(Page.id)
-        .cte("finished")
-    )
-    written = select(finished.c.id).exists()
-    terminal = (
-        select(func.count())
-        .select_from(Page)
-        .where(Page.job_id == claim.job_id, Page.status.in_(TERMINAL_PAGE_STATUSES))
-        .scalar_subquery()
-    )
-    others_running = (
-        select(func.count())
-        .select_from(Page)
-        .where(
-            Page.job_id == claim.job_id,
-            Page.status == PageStatus.running,
-            Page.id != claim.page_id,
-        )
-        .scalar_subquery()
-    )
-    query = select(
-        written, Job.purged_at.is_not(None), Job.pages_total, terminal, others_running
-    ).where(Job.id == claim.job_id)
+    params: dict[str, Any] = {
+        "finish_page_id": claim.page_id,
+        "finish_attempt": claim.attempt,
+        "finish_job_id": claim.job_id,
+        **{f"value_{column}": value for column, value in values.items()},
+    }
     if charge is not None:
-        worker_id, device_seconds = charge
-        charged = (
-            update(Worker)
-            .where(Worker.id == worker_id, written)
-            .values(
-                busy_seconds=Worker.busy_seconds + device_seconds,
-                pages_done=Worker.pages_done + 1,
-            )
-            .returning(Worker.id)
-            .cte("charged")
-        )
-        query = query.add_cte(charged)
-    row = session.execute(query).one_or_none()
+        params["charge_worker_id"], params["charge_seconds"] = charge
+    statement = _finish_counted_statement(tuple(sorted(values)), charge is not None)
+    row = session.execute(statement, params).one_or_none()
     if row is None:
         return PageFinished(written=False, purge_started=False, job_complete=False)
     was_written, purge_started, total, ended, running = (
@@ -457,6 +441,62 @@ def finish_page_counted(
         # (the session commits each statement), the later of the two sees both.
         complete = all_pages_terminal(session, claim.job_id)
     return PageFinished(written=was_written, purge_started=purge_started, job_complete=complete)
+
+
+@functools.cache
+def _finish_counted_statement(columns: tuple[str, ...], charged: bool) -> Any:
+    """finish_page_counted's statement for these value columns, built once (see
+    `_take_page_statement`); every value is bound at the call."""
+    finished = (
+        update(Page)
+        .where(
+            Page.id == bindparam("finish_page_id"),
+            Page.attempts == bindparam("finish_attempt"),
+            Page.status == PageStatus.running,
+        )
+        .values(
+            finished_at=func.now(),
+            lease_expires_at=None,
+            wall_seconds=func.extract("epoch", func.now() - Page.started_at),
+            **{column: bindparam(f"value_{column}") for column in columns},
+        )
+        .returning(Page.id)
+        .cte("finished")
+    )
+    written = select(finished.c.id).exists()
+    job_id: Any = bindparam("finish_job_id")
+    terminal = (
+        select(func.count())
+        .select_from(Page)
+        .where(Page.job_id == job_id, Page.status.in_(TERMINAL_PAGE_STATUSES))
+        .scalar_subquery()
+    )
+    others_running = (
+        select(func.count())
+        .select_from(Page)
+        .where(
+            Page.job_id == job_id,
+            Page.status == PageStatus.running,
+            Page.id != bindparam("finish_page_id"),
+        )
+        .scalar_subquery()
+    )
+    query = select(
+        written, Job.purged_at.is_not(None), Job.pages_total, terminal, others_running
+    ).where(Job.id == job_id)
+    if charged:
+        charge = (
+            update(Worker)
+            .where(Worker.id == bindparam("charge_worker_id"), written)
+            .values(
+                busy_seconds=Worker.busy_seconds + bindparam("charge_seconds", type_=Float()),
+                pages_done=Worker.pages_done + 1,
+            )
+            .returning(Worker.id)
+            .cte("charged")
+        )
+        query = query.add_cte(charge)
+    return query
 
 
 @dataclass(frozen=True)
