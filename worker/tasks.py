@@ -15,9 +15,12 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback
+from billiard.exceptions import WorkerLostError
 from celery import Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import task_failure
+from celery.worker.request import Request
 from sqlalchemy.exc import DBAPIError
 
 from pagemill.db.session import session_factory
@@ -43,7 +46,13 @@ from worker.stages.finalize import (
     finalize_time_limit_message,
     record_finalize_failure,
 )
-from worker.stages.ocr import PageOutcome, PageRun, record_time_limit_kill, run_page
+from worker.stages.ocr import (
+    PageOutcome,
+    PageRun,
+    record_time_limit_kill,
+    release_lost_attempt,
+    run_page,
+)
 from worker.stages.prepare import PrepareRetry, prepare_job, record_prepare_time_limit_kill
 
 log = logging.getLogger(__name__)
@@ -68,7 +77,29 @@ def prepare(task: Task, job_id: str) -> None:
         raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
 
 
-@app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries)
+class PageRequest(Request):  # type: ignore[misc]  # Celery's classes are untyped
+    """An ocr task's request, as the worker's main process handles it. When the pool
+    child running it dies, Celery puts the message back on the queue (the task rejects
+    on a lost worker) but sends no failure signal; the page's claim is let go here."""
+
+    def on_failure(
+        self, exc_info: ExceptionInfo, send_failed_event: bool = True, return_ok: bool = False
+    ) -> None:
+        error = exc_info.exception
+        if isinstance(error, ExceptionWithTraceback):
+            error = error.exc
+        # A child killed at the hard time limit is reported lost too, after the limit was
+        # recorded (`_count_hard_time_limit`): its page is already given back, and may
+        # by now be another child's.
+        if isinstance(error, WorkerLostError) and not _kill_recorded(self.id):
+            try:
+                release_lost_attempt(session_factory(), get_settings(), int(self.args[0]))
+            except Exception:
+                log.exception("page %s: could not let go of a lost process's claim", self.args)
+        super().on_failure(exc_info, send_failed_event, return_ok)
+
+
+@app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries, Request=PageRequest)
 def ocr_page(task: Task, page_id: int) -> None:
     # From here on the page's message is no longer pending: a loss now is the reaper's.
     ocr_message_taken(page_id)
@@ -106,6 +137,11 @@ def _first_report_of_kill(task_id: str) -> bool:
         while len(_KILLS_RECORDED) > _KILLS_REMEMBERED:
             _KILLS_RECORDED.popitem(last=False)
         return True
+
+
+def _kill_recorded(task_id: str) -> bool:
+    with _kills_lock:
+        return task_id in _KILLS_RECORDED
 
 
 @task_failure.connect

@@ -354,6 +354,31 @@ def record_time_limit_kill(
         return _record_time_limit(session, settings, attempt)
 
 
+LOST_PROCESS_MESSAGE = "the worker process reading the page died"
+
+
+def release_lost_attempt(sessions: sessionmaker[Session], settings: Settings, page_id: int) -> bool:
+    """Called by the worker's main process when the pool child running this page died
+    (the kernel's OOM killer, a crash in native code): nothing will finish the attempt,
+    so its claim lapses now, and the page's message, which goes back to the queue, or
+    else the reaper takes the page again at once rather than when the lease would have
+    run out. The attempt still counts against the page's claims, so a page that kills
+    every process reading it ends failed. True when a claim was let go.
+
+    Found as `record_time_limit_kill` finds it: this worker's claim of the page, made
+    within the time limit."""
+    within = timedelta(seconds=settings.task_time_limit_s + 1)
+    with sessions.begin() as session:
+        attempt = repository.running_attempt_since(
+            session, page_id, within, registration.worker_id()
+        )
+        if attempt is None:
+            return False
+        repository.defer_page(session, attempt.claim, 0, LOST_PROCESS_MESSAGE)
+    log.warning("page %s attempt %s: %s", page_id, attempt.claim.attempt, LOST_PROCESS_MESSAGE)
+    return True
+
+
 def _record_time_limit(
     session: Session, settings: Settings, attempt: RunningAttempt | None
 ) -> PageRun:
