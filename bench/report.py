@@ -248,12 +248,25 @@ def _rendering(fig: dict[str, Any]) -> list[str]:
         *_common(fig),
         f"- Rendering alone (no upload): {_runs(fig['service_render_only_pages_per_s'])} "
         f"pages/s, ratio {_runs(fig['ratio_render_only'], 3)}",
-        "- Both write PNG; PyMuPDF renders and encodes in-process, pdftoppm is one process "
-        "for the whole document, so neither side pays a start-up per page. The service "
+        *_render_ms_lines(fig),
+        "- Both write PNG; PyMuPDF renders and OpenCV's libpng encodes in-process, pdftoppm "
+        "is one process for the whole document, so neither side pays a start-up per page. "
+        "The service "
         f"stored {fig.get('service_grey_pages', 0)} of the pages as one grey channel (pages "
         "without colour); the reference is run like for like, and against plain "
         f"`pdftoppm -png` (RGB) the ratio is {against_rgb}.",
         "",
+    ]
+
+
+def _render_ms_lines(fig: dict[str, Any]) -> list[str]:
+    if "service_render_encode_ms_per_page" not in fig:
+        return []
+    return [
+        "- Render+encode a page: "
+        f"{_runs(fig['service_render_encode_ms_per_page'], 1)} ms (with the upload to S3: "
+        f"{_runs(fig['service_render_encode_upload_ms_per_page'], 1)} ms); pdftoppm "
+        f"{_runs(fig['reference_render_encode_ms_per_page'], 1)} ms"
     ]
 
 
