@@ -16,8 +16,8 @@ from tests.accounting.test_quote import quoted
 from tests.accounting.test_quote_measures import USD, add_history
 from tests.conftest import SAMPLES
 
-# OCR pages whose cost rises with the root of their blobs and, apart from it, with their
-# pixels. Their ink runs with their blobs, as it does for print in one font.
+# OCR pages whose cost rises with the root of their blobs and, apart from it, with the
+# root of their pixels. Their ink runs with their blobs, as it does for print in one font.
 INTERCEPT = 0.00001
 BLOB_ROOT_SLOPE = 0.0000015
 MEGAPIXEL_SLOPE = 0.000004
@@ -26,7 +26,9 @@ SIZES = ((1240, 1754), (2480, 3508), (1700, 2200))
 
 
 def blob_cost(blobs: int, pixels: int) -> float:
-    return INTERCEPT + BLOB_ROOT_SLOPE * math.sqrt(blobs) + MEGAPIXEL_SLOPE * pixels / 1e6
+    return (
+        INTERCEPT + BLOB_ROOT_SLOPE * math.sqrt(blobs) + MEGAPIXEL_SLOPE * math.sqrt(pixels / 1e6)
+    )
 
 
 def blob_history(with_blobs: bool = True) -> list[dict[str, object]]:

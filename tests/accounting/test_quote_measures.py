@@ -130,7 +130,8 @@ def test_pages_with_lines_side_by_side_are_quoted_above_prose(
     assert quoted(api, table) > quoted(api, prose)
 
 
-# OCR pages whose cost rises with their ink and, apart from it, with their pixels.
+# OCR pages whose cost rises with their ink and, apart from it, with the root of their
+# pixels.
 OCR_INTERCEPT = 0.00002
 OCR_INK_SLOPE = 0.002
 OCR_MEGAPIXEL_SLOPE = 0.000004
@@ -138,7 +139,7 @@ OCR_MEGAPIXEL_SLOPE = 0.000004
 
 def ocr_cost(ink: float, pixels: int) -> Decimal:
     return Decimal(
-        repr(OCR_INTERCEPT + OCR_INK_SLOPE * ink + OCR_MEGAPIXEL_SLOPE * pixels / 1e6)
+        repr(OCR_INTERCEPT + OCR_INK_SLOPE * ink + OCR_MEGAPIXEL_SLOPE * math.sqrt(pixels / 1e6))
     ).quantize(USD)
 
 
