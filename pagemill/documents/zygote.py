@@ -16,6 +16,7 @@ of the socket closes.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -53,6 +54,8 @@ def serve(connection: socket.socket) -> None:
             if not message:
                 return  # the client is gone; running children finish on their own
             data_fd, status_fd = fds
+            request = json.loads(message)
+            _ready_to_fork(request.get("module"))
             pid = os.fork()
             if pid == 0:
                 selector.close()
@@ -62,10 +65,23 @@ def serve(connection: socket.socket) -> None:
                 os.close(status_fd)
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _child(json.loads(message), data_fd)
+                _child(request, data_fd)
             os.close(data_fd)
             status_fds[pid] = status_fd
             connection.sendall(json.dumps({"pid": pid}).encode())
+
+
+def _ready_to_fork(module: Any) -> None:
+    """Import the child's module here, once, not in every child (the renderer's took
+    27 ms a child); then freeze every object alive (gc.freeze), so a child's garbage
+    collections never visit them: each visit writes to the object and copies its
+    memory page, which cost an inspection child 4,400 page faults and a fifth of its
+    CPU. Importing our own module opens no document."""
+    if isinstance(module, str):
+        # A module that fails to import fails again in the child, which reports it.
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+    gc.freeze()
 
 
 def _reap(status_fds: dict[int, int]) -> None:
