@@ -31,4 +31,4 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await api_app(scope, receive, send)
     if scope["type"] == "http" and scope.get("method") == "POST":
         roundtrips.count_run("api")
-        roundtrips.flush(_redis())
+        roundtrips.flush_soon(_redis())

@@ -60,7 +60,7 @@ def _on_task_end(task_id: str | None = None, **_: Any) -> None:
     clock = _clocks.pop(task_id or "", None)
     if clock is not None:
         clock.stop()
-        roundtrips.flush(_redis())
+        roundtrips.flush_soon(_redis())
 
 
 if roundtrips.key() is not None:

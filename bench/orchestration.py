@@ -206,6 +206,9 @@ def _redis() -> Any:
 
 
 def _reset_counts() -> None:
+    # The work before this run adds its last counts within a flush period: let it, then
+    # start from zero.
+    time.sleep(2 * roundtrips.FLUSH_PERIOD_S)
     roundtrips.reset(_redis())
 
 
@@ -218,15 +221,17 @@ class _Counted:
 
     @classmethod
     def collect(cls, pages: int, jobs: int) -> _Counted:
-        # A task adds its counts just after it ends; the job's finish is recorded a
-        # moment before its finalize task ends.
+        # Each process adds its counts within a flush period of a task's end; the job's
+        # finish is recorded a moment before its finalize task ends. Once every finalize
+        # is counted, one more period lets the other processes' last counts arrive.
         client = _redis()
         deadline = time.monotonic() + 10
         counts = roundtrips.read(client)
         while counts.get("runs|finalize", 0) < jobs and time.monotonic() < deadline:
             time.sleep(0.05)
             counts = roundtrips.read(client)
-        return cls(pages, counts)
+        time.sleep(2 * roundtrips.FLUSH_PERIOD_S)
+        return cls(pages, roundtrips.read(client))
 
     def per_page_by_stage(self) -> dict[str, float]:
         totals = dict.fromkeys(STAGES, 0.0)
