@@ -11,6 +11,7 @@ limit cannot interrupt it, so the hard limit kills the pool child.
 from __future__ import annotations
 
 import io
+import os
 import time
 import zlib
 from pathlib import Path
@@ -178,16 +179,22 @@ def test_the_default_cleanup_is_a_tenth_of_the_hard_limit_within_5_to_30_s() -> 
 def test_page_stopped_at_the_soft_limit_records_it_itself(
     stack_factory: Any, tmp_path: Path
 ) -> None:
-    """Layout analysis of dense text is mostly Python, so the soft limit (12 s) stops it
-    within seconds (its longest C call measured 4.5 s) and the task records the failure;
-    the worker never needs to kill the child."""
+    """The soft limit (12 s) stops layout analysis of dense text at its next Python
+    bytecode, and the task records the failure; the worker never needs to kill the child.
+
+    The margin is 12 s, and MuPDF's text extraction of this page is one C call of about
+    4 s, which no signal interrupts. In a loaded test run (another test's processes on
+    both cores) that call once outlasted the margin, so the worker runs at a higher
+    priority: the property under test is the soft limit's, not the machine's speed."""
     stack, _, _ = stack_factory(
         PAGEMILL_TASK_TIME_LIMIT_S="24",
         PAGEMILL_TASK_CLEANUP_S="12",
         PAGEMILL_RENDER_TIMEOUT_S="20",
     )
     stack.start_api()
-    stack.start_worker(concurrency=1)
+    worker = stack.start_worker(concurrency=1)
+    # The worker's process group: its main process and the pool child it has forked.
+    os.setpriority(os.PRIO_PGRP, os.getpgid(worker.pid), -10)
     with stack.client() as client:
         dense = submit(client, dense_text_pdf(tmp_path / "dense.pdf"))
         assert wait_terminal(dense, JOB_BOUND_S) == "succeeded"
