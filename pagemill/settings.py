@@ -151,6 +151,14 @@ class Settings(BaseSettings):
         description="Longest an upload waits for an inspection slot before it is answered "
         "503 busy, with this (rounded up) as Retry-After.",
     )
+    cpu_ocr_threads: int = Field(
+        1,
+        ge=1,
+        description="Threads one CPU OCR call (rapidocr) runs on. A prefork worker runs a "
+        "child a core, so one thread a call fills the cores without oversubscribing them; "
+        "more threads there spin against each other and are charged as the page's CPU "
+        "seconds. Raise it where a worker runs fewer children than cores.",
+    )
     max_render_pixels: int = Field(
         40_000_000,
         description="Pixel budget for one rendered page; larger pages are rendered smaller.",
