@@ -424,8 +424,8 @@ def _quotes(fig: dict[str, Any]) -> list[str]:
         f"- Inputs: {fig['inputs']}",
         f"- Processes: {fig['workers']}",
         "- History: a warm-up pass over the corpus (forgotten: it loads the models), then "
-        "one pass not measured; each run then submits every document once, and the next "
-        "run's quotes include it",
+        f"{fig.get('history_passes', 1)} passes not measured; each run then submits every "
+        "document once, and the next run's quotes include it",
         f"- Batch: quote / actual - 1 in each of {fig['runs']} runs: {runs}; **median "
         f"{fig['batch_abs_error_median'] * 100:.1f}% off**, target within "
         f"{fig['batch_target'] * 100:.0f}%: {'met' if fig['batch_met'] else 'missed'}",
@@ -439,15 +439,17 @@ def _quotes(fig: dict[str, Any]) -> list[str]:
         lines.append(f"- Jobs that did not succeed (left out): {', '.join(fig['failed_jobs'])}")
     lines += [
         "",
-        "| document | pages | quote $ | actual $ (last run) | error (median of runs) |",
-        "| --- | --- | --- | --- | --- |",
+        "| document | pages | quote $ | actual $ (last run) | error (median of runs) "
+        "| error in each run |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for job in fig["per_job"]:
         error = job["error_median"]
         shown = f"{error * 100:+.0f}%" if error is not None else "-"
+        each = ", ".join(f"{run * 100:+.0f}%" for run in job.get("errors", []))
         lines.append(
             f"| {job['document']} | {job['pages']} | {job['quote_usd']} | {job['cost_usd']} | "
-            f"{shown} |"
+            f"{shown} | {each or '-'} |"
         )
     return [*lines, ""]
 

@@ -57,7 +57,7 @@ def convert(
     ] = None,
 ) -> None:
     """Convert documents here, in this process, with no servers."""
-    _ocr_on_every_core()
+    _engines_on_every_core()
     from cli.convert import convert_file
     from pagemill.documents.inspect import DocumentRejected
     from pagemill.documents.pagerange import PageRangeError
@@ -113,10 +113,10 @@ def convert(
         raise typer.Exit(1)
 
 
-def _ocr_on_every_core() -> None:
+def _engines_on_every_core() -> None:
     """This process reads one page at a time, where a worker runs a pool child a core:
     unless set otherwise, its CPU OCR calls run on every core."""
-    os.environ.setdefault("PAGEMILL_CPU_OCR_THREADS", str(os.cpu_count() or 1))
+    os.environ.setdefault("PAGEMILL_CPU_ENGINE_THREADS", str(os.cpu_count() or 1))
 
 
 def _progress() -> Progress:
@@ -147,7 +147,7 @@ def evaluate(
     ] = None,
 ) -> None:
     """Score the pipeline's output against ground truth in a folder, with no servers."""
-    _ocr_on_every_core()
+    _engines_on_every_core()
     from cli.evaluate import evaluate_command
 
     evaluate_command(

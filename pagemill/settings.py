@@ -151,10 +151,11 @@ class Settings(BaseSettings):
         description="Longest an upload waits for an inspection slot before it is answered "
         "503 busy, with this (rounded up) as Retry-After.",
     )
-    cpu_ocr_threads: int = Field(
+    cpu_engine_threads: int = Field(
         1,
         ge=1,
-        description="Threads one CPU OCR call (rapidocr) runs on. A prefork worker runs a "
+        description="Threads one CPU engine call runs its models on (rapidocr's, and the "
+        "layout models the text layer engine reads a page with). A prefork worker runs a "
         "child a core, so one thread a call fills the cores without oversubscribing them; "
         "more threads there spin against each other and are charged as the page's CPU "
         "seconds. Raise it where a worker runs fewer children than cores.",

@@ -64,17 +64,24 @@ def _prepare_child(**_: Any) -> None:
     # connections: none of them may be used, or kept open, here.
     release_inherited_connections()
     if _consumes(Stage.ocr):
-        # Import the engines now, not inside a task: a time limit that fires during
-        # an import leaves a half-initialised module behind for good. A worker that
-        # only prepares or finalizes never loads them (about 130 MB a child).
-        import pymupdf  # noqa: F401
-        import pymupdf4llm  # noqa: F401
-
-        import worker.engines.rapidocr
-        import worker.engines.textlayer  # noqa: F401
+        load_cpu_engines()
 
     # Documents are opened in children forked from this child's own fork server.
     start_fork_server()
+
+
+def load_cpu_engines() -> None:
+    """Import the engines now, not inside a task: a time limit that fires during an
+    import leaves a half-initialised module behind for good. A worker that only prepares
+    or finalizes never loads them (about 130 MB a child)."""
+    from worker.engines.onnx_threads import cap_session_threads
+
+    # Before pymupdf: importing it loads its layout models (worker.engines.onnx_threads).
+    cap_session_threads(get_settings().cpu_engine_threads)
+    import pymupdf  # noqa: F401
+
+    import worker.engines.rapidocr
+    import worker.engines.textlayer  # noqa: F401
 
 
 def _consumes(stage: Stage) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from pagemill.documents.facts import BLOBS_FACT, INK_FACT, SIDE_BY_SIDE_FACT, TEXT_LINES_FACT
 from pagemill.documents.sandbox import emit
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
@@ -51,10 +52,10 @@ def run(args: list[str]) -> None:
                 # Kept in pages.facts for the quote (pagemill.accounting.quote).
                 "facts": {
                     **dataclasses.asdict(page.facts),
-                    "ink_fraction": page.ink_fraction,
-                    "ink_blobs": page.ink_blobs,
-                    "text_lines": page.text_lines,
-                    "side_by_side_share": page.side_by_side_share,
+                    INK_FACT: page.ink_fraction,
+                    BLOBS_FACT: page.ink_blobs,
+                    TEXT_LINES_FACT: page.text_lines,
+                    SIDE_BY_SIDE_FACT: page.side_by_side_share,
                 },
                 "engine": route.engine,
                 "engine_reason": route.reason,

