@@ -285,7 +285,7 @@ def _service_cost(service_cpu_ms: list[float], runs: list[_Counted]) -> dict[str
         "roundtrips_per_page_by_stage": {k: summary(v) for k, v in stages.items()},
         "roundtrips_per_page_by_step": {k: median(v) for k, v in sorted(steps.items())},
         "roundtrips_how": "counted in the API and worker processes (bench/roundtrips.py): "
-        "statements, BEGIN, COMMIT/ROLLBACK and pool pre-pings, per page of the run",
+        "statements, BEGIN, COMMIT/ROLLBACK and pool pings, per page of the run",
         "roundtrips_target": ROUNDTRIPS_TARGET,
         "roundtrips_met": round_trips <= ROUNDTRIPS_TARGET,
     }

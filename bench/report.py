@@ -168,7 +168,7 @@ def _service_cost_lines(fig: dict[str, Any]) -> list[str]:
         f"- Postgres round trips per page, every page on the OCR path: "
         f"{_runs(fig['roundtrips_per_page'], 2)}; target <= {fig['roundtrips_target']:.0f}: "
         f"{'met' if fig['roundtrips_met'] else 'missed'}. Counted in the processes "
-        "(bench/roundtrips.py): each statement, BEGIN, COMMIT or ROLLBACK and pool pre-ping",
+        "(bench/roundtrips.py): each statement, BEGIN, COMMIT or ROLLBACK and pool ping",
         f"- Round trips per page by stage (medians): {by_stage}",
         f"- By step (stage, then the code that opened the transaction): {steps}",
         f"- CPU ms per page in the worker's pool children by task (medians): {task_cpu}",

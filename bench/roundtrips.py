@@ -7,7 +7,7 @@ hash the counts go to; production code never imports this module.
 A round trip is one request the process waits on Postgres for. With psycopg 3 that is
 each statement, plus the BEGIN it sends before the first statement of a transaction,
 plus the COMMIT or ROLLBACK of a transaction that sent anything, plus each pool
-pre-ping. An executemany is counted once (psycopg pipelines it). Each transaction is
+ping. An executemany is counted once (psycopg pipelines it). Each transaction is
 labelled with the first caller outside the SQL modules (`ocr._claim`,
 `purge.discard_if_purged`, ...), so the counts say which step paid for what.
 

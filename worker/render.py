@@ -21,14 +21,13 @@ import pymupdf
 from PIL import Image
 
 from pagemill.documents.facts import (
-    NO_TEXT_LINES,
+    TextTrace,
     image_coverage,
     image_ink_blobs,
     image_ink_fraction,
     ink_blobs,
     ink_fraction,
-    text_lines,
-    trace_text,
+    read_text_layer,
 )
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
@@ -105,7 +104,9 @@ def _render_pdf_pages(
         for number in numbers:
             started = time.perf_counter()
             page = document.load_page(number - 1)
-            facts = pdf_page_facts(page, number)
+            # Read once: the facts route the page, the lines price pages like it.
+            text_layer = read_text_layer(page)
+            facts = pdf_page_facts(page, number, text_layer.trace)
             outputs = outputs_for(facts)
             page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
             png, width, height, ink, blobs = None, None, None, None, None
@@ -113,7 +114,7 @@ def _render_pdf_pages(
                 pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
                 png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
                 ink, blobs = ink_fraction(page), ink_blobs(page)
-            lines = text_lines(page) if facts.text_chars else NO_TEXT_LINES
+            lines = text_layer.lines
             pdf_bytes = None
             if outputs.pdf_page:
                 single = pymupdf.open()
@@ -197,8 +198,9 @@ def encode_page_png(pixels: np.ndarray) -> bytes:
     return encoded.tobytes()
 
 
-def pdf_page_facts(page: pymupdf.Page, number: int) -> PageFacts:
-    trace = trace_text(page)
+def pdf_page_facts(page: pymupdf.Page, number: int, trace: TextTrace | None = None) -> PageFacts:
+    """The page's facts; `trace` where its text layer was read already."""
+    trace = trace if trace is not None else read_text_layer(page).trace
     coverage = image_coverage(page)
     return PageFacts(
         number=number,

@@ -109,7 +109,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
         try:
             # One connection for every page's row, each written by a statement that
             # commits on its own: a page costs one round trip, with no pool check-out
-            # (and its pre-ping) each.
+            # (and its ping, after an idle spell) each.
             with repository.autocommit(ctx.sessions) as recorder:
                 for line in run_sandboxed("worker.render_child", args, limits):
                     stored = _store_page(ctx, recorder, job_id, keys, line, license_use)
