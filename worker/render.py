@@ -22,6 +22,7 @@ from PIL import Image
 
 from pagemill.documents.facts import (
     TextTrace,
+    drawn_paths,
     image_coverage,
     image_ink_blobs,
     image_ink_fraction,
@@ -81,6 +82,10 @@ class RenderedPage:
     # The page's ink blobs as inspection counts them (pagemill.documents.facts.ink_blobs),
     # for the same reason as its ink; None for a page read from its text layer.
     ink_blobs: int | None = None
+    # Its words and the paths it draws, for the same reason (pagemill.documents.facts.
+    # TextLines, drawn_paths); None for an image.
+    words: int | None = None
+    drawn_paths: int | None = None
 
 
 def render_pages(
@@ -133,6 +138,8 @@ def _render_pdf_pages(
                 ink_blobs=blobs,
                 text_lines=lines.count,
                 side_by_side_share=lines.side_by_side_share,
+                words=lines.words,
+                drawn_paths=drawn_paths(page),
             )
 
 

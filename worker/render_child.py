@@ -12,7 +12,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pagemill.documents.facts import BLOBS_FACT, INK_FACT, SIDE_BY_SIDE_FACT, TEXT_LINES_FACT
+from pagemill.documents.facts import (
+    BLOBS_FACT,
+    DRAWN_PATHS_FACT,
+    INK_FACT,
+    SIDE_BY_SIDE_FACT,
+    TEXT_LINES_FACT,
+    WORDS_FACT,
+)
 from pagemill.documents.sandbox import emit
 from pagemill.domain import SourceKind
 from worker.engines.base import PageFacts
@@ -56,6 +63,8 @@ def run(args: list[str]) -> None:
                     BLOBS_FACT: page.ink_blobs,
                     TEXT_LINES_FACT: page.text_lines,
                     SIDE_BY_SIDE_FACT: page.side_by_side_share,
+                    WORDS_FACT: page.words,
+                    DRAWN_PATHS_FACT: page.drawn_paths,
                 },
                 "engine": route.engine,
                 "engine_reason": route.reason,

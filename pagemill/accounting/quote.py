@@ -6,14 +6,25 @@ the page. A page costs an engine about in line with how much it holds, so the qu
 fits cost against the page's measures over the engine's recent pages
 (pagemill.accounting.cost_model) and prices the page by that fit:
 
-- the text layer engine by the square root of the page's text lines and the share of
-  its rows that hold lines side by side (pagemill.documents.facts.TextLines): its
-  layout analysis works line by line, and a page of a hundred lines costs less than
-  twice one of twenty-five; each table it finds is read again for its grid, and tables
-  are where lines stand side by side. Fitted on all but one document of the benchmark
-  corpus and tried on that one, the root alone left the worst of 13 born-digital
-  documents 36 % off (an invoice of three tables) and the median 12 %; with the share,
-  26 % and 9 %. Characters, drawings, images and rulings predicted less;
+- the text layer engine by the square root of the page's words, the share of its rows
+  that hold lines side by side (pagemill.documents.facts.TextLines) and the vector paths
+  it draws (pagemill.documents.facts.drawn_paths): its layout analysis places every
+  word, and a page of 500 words cost half as much again as one of 60, not eight times as
+  much; each table it finds is read again for its grid, and tables are where lines stand
+  side by side; it goes through every path drawn (a handbook page of 355 paths and 166
+  small images cost as much as an invoice of three tables). Fitted on all but one of the
+  13 born-digital documents of the benchmark corpus (36 pages, each cost the CPU seconds
+  of worker.engines.textlayer reading it alone on one layout thread, the fastest of 5
+  runs) and tried on that one, the root of the lines with the share left the worst
+  document 33 % off (that handbook page) and the median 6.0 %; the words, share and
+  paths 21 % (an invoice the layout analysis finds three tables on, -21 %; the handbook
+  -12 %) and 6.3 %. Line segments among the drawings (rulings, a grid of them),
+  rectangles and rows of three or more lines side by side did not foretell the tables it
+  finds: none lowered the worst document by more than half a point, and rulings fitted a
+  falling slope. Taking each page's median of the 5 runs rather than its fastest, the
+  invoice is the worst either way, 36 % and 35 % off (its runs spread from 438 to 586
+  ms), the handbook 31 % and 10 %. Pages recorded before words and paths were kept, and
+  pages whose paths were not listed, are priced by their lines and share as before;
 - an OCR engine by the square root of the page's ink blobs (pagemill.documents.facts.
   ink_blobs: the separate marks it detects and recognises) and the square root of the
   megapixels of the image it reads (decoding, detection and turning the page upright
@@ -56,9 +67,11 @@ from pagemill.accounting.pricing import SECONDS_PER_HOUR, USD_PRECISION, price_u
 from pagemill.accounting.ttl_cache import TtlCache
 from pagemill.documents.facts import (
     BLOBS_FACT,
+    DRAWN_PATHS_FACT,
     INK_FACT,
     SIDE_BY_SIDE_FACT,
     TEXT_LINES_FACT,
+    WORDS_FACT,
     TextLayerFacts,
 )
 from pagemill.documents.inspect import DocumentInfo
@@ -71,7 +84,16 @@ from pagemill.settings import Settings
 # enough to follow a price change.
 QUOTE_WINDOW_PAGES = 500
 # The terms each kind of engine is priced by, in the order they are given up.
-TEXT_LAYER_TERMS = ("sqrt_text_lines", "side_by_side_share")
+TEXT_LAYER_TERMS = ("sqrt_words", "side_by_side_share", "paths")
+# A text layer page's models, best first: by its words, side-by-side share and paths;
+# failing them (a page or a history from before words and paths were kept), by its lines
+# and share as before, then by either alone.
+TEXT_LAYER_TERM_SETS = (
+    TEXT_LAYER_TERMS,
+    ("sqrt_text_lines", "side_by_side_share"),
+    ("sqrt_text_lines",),
+    ("side_by_side_share",),
+)
 OCR_TERMS = ("sqrt_ink_blobs", "ink", "sqrt_megapixels")
 # An OCR page's models, best first: by its blobs; failing them (a page or a history
 # without blobs), by its ink; by its size alone last. Blobs and ink are not fitted
@@ -100,12 +122,21 @@ def mean_page_cost_usd(session: Session, settings: Settings, engine: str) -> Dec
     return seconds * price_usd_per_hour(settings) / SECONDS_PER_HOUR
 
 
-def text_layer_measures(text_lines: int | None, side_by_side_share: float | None) -> Measures:
+def text_layer_measures(
+    text_lines: int | None,
+    side_by_side_share: float | None,
+    words: int | None = None,
+    paths: int | None = None,
+) -> Measures:
     measures = {}
     if text_lines is not None:
         measures["sqrt_text_lines"] = math.sqrt(text_lines)
     if side_by_side_share is not None:
         measures["side_by_side_share"] = float(side_by_side_share)
+    if words is not None:
+        measures["sqrt_words"] = math.sqrt(words)
+    if paths is not None:
+        measures["paths"] = float(paths)
     return measures
 
 
@@ -123,9 +154,14 @@ def ocr_measures(ink: float | None, pixels: float | None, blobs: int | None = No
 def history_measures(engine: str, page: repository.PricedPage) -> Measures:
     """What was measured of a priced page, as the quote measures it for its engine."""
     if engine == TEXT_LAYER_ENGINE:
-        lines = page.facts.get(TEXT_LINES_FACT)
+        lines, words, paths = (
+            page.facts.get(key) for key in (TEXT_LINES_FACT, WORDS_FACT, DRAWN_PATHS_FACT)
+        )
         return text_layer_measures(
-            None if lines is None else int(lines), page.facts.get(SIDE_BY_SIDE_FACT)
+            None if lines is None else int(lines),
+            page.facts.get(SIDE_BY_SIDE_FACT),
+            None if words is None else int(words),
+            None if paths is None else int(paths),
         )
     blobs = page.facts.get(BLOBS_FACT)
     return ocr_measures(
@@ -165,7 +201,7 @@ class EngineCosts:
             for page in repository.recent_page_costs(session, engine, QUOTE_WINDOW_PAGES)
         ]
         if engine == TEXT_LAYER_ENGINE:
-            models = CostModels(TEXT_LAYER_TERMS, points)
+            models = CostModels(TEXT_LAYER_TERMS, points, TEXT_LAYER_TERM_SETS)
         else:
             models = CostModels(OCR_TERMS, points, OCR_TERM_SETS)
         return cls(mean_page_cost_usd(session, settings, engine), models)
@@ -264,8 +300,7 @@ def _page_price(
         costs[engine] = recent_costs(session, settings, engine)
     if engine == TEXT_LAYER_ENGINE:
         measures = text_layer_measures(
-            None if measured is None else measured.text_lines,
-            None if measured is None else measured.side_by_side_share,
+            facts.text_lines, facts.side_by_side_share, facts.words, facts.drawn_paths
         )
     else:
         pixels = pixels_read(info, number, engine, settings)

@@ -382,22 +382,31 @@ def facts_as_line(facts: TextLayerFacts | None) -> list[Any] | None:
         facts.draws_nothing,
         facts.text_lines,
         facts.side_by_side_share,
+        facts.words,
+        facts.drawn_paths,
     ]
 
 
 def _facts_from_line(entry: list[Any] | None) -> TextLayerFacts | None:
     if entry is None:
         return None
-    text_chars, unreadable, invisible, coverage, draws_nothing, text_lines, side_by_side = entry
+    (text_chars, unreadable, invisible, coverage, draws_nothing) = entry[:5]
+    text_lines, side_by_side, words, paths = entry[5:]
     return TextLayerFacts(
         int(text_chars),
         int(unreadable),
         int(invisible),
         float(coverage),
         bool(draws_nothing),
-        None if text_lines is None else int(text_lines),
+        _int_or_none(text_lines),
         None if side_by_side is None else float(side_by_side),
+        _int_or_none(words),
+        _int_or_none(paths),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _size_from_line(entry: list[float] | None) -> tuple[float, float] | None:
