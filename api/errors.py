@@ -54,6 +54,10 @@ def error_body(
     return {"error": {**(details or {}), "code": code, "message": message}}
 
 
+def body_unreadable_message(detail: str) -> str:
+    return f"The request body cannot be read: {detail.rstrip('.')}."
+
+
 _STATUS_CODES = {
     404: ("not_found", "There is nothing at this address."),
     405: ("method_not_allowed", "This address does not accept that method."),
@@ -84,4 +88,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
         code, message = _STATUS_CODES.get(error.status_code, ("http_error", str(error.detail)))
+        if error.status_code == 400:
+            # A body the framework could not parse: a multipart form without its boundary
+            # or with broken framing. Its detail says what; the code is the one every
+            # other malformed request gets.
+            code, message = "invalid_request", body_unreadable_message(str(error.detail))
         return JSONResponse(error_body(code, message), error.status_code, headers=error.headers)

@@ -24,7 +24,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import ClientDep, SessionDep, SettingsDep, StoreDep
-from api.errors import ApiError
+from api.errors import ApiError, body_unreadable_message
 from api.inspection import busy_error, get_inspection_gate
 from api.routes.usage import quota_error
 from pagemill.batches import repository as batches
@@ -167,9 +167,7 @@ async def _read_form(request: Request, settings: Settings) -> AsyncIterator[Form
                 "too_many_documents",
                 f"A batch holds at most {limit} documents; send the rest in another batch.",
             ) from None
-        raise ApiError(
-            400, "invalid_request", f"The form cannot be read: {error.detail}."
-        ) from None
+        raise ApiError(400, "invalid_request", body_unreadable_message(str(error.detail))) from None
     try:
         yield form
     finally:
@@ -197,8 +195,11 @@ def _options(form: FormData) -> tuple[service.SubmitOptions, str | None]:
             "invalid_request",
             "license_use must be commercial or non_commercial, and max_cost_usd a number.",
         ) from None
-    if budget is not None and not (0 <= budget <= 1_000_000):
-        raise service.SubmissionRejected("invalid_request", "max_cost_usd must be 0 to 1,000,000.")
+    # NaN compares as an error, not as False: checked for before the bounds.
+    if budget is not None and not (budget.is_finite() and 0 <= budget <= 1_000_000):
+        raise service.SubmissionRejected(
+            "invalid_request", "max_cost_usd must be a number from 0 to 1,000,000."
+        )
     webhook_url = service.check_webhook_url(_field(form, "webhook_url"))
     job_webhooks = (_field(form, "job_webhooks") or "false").lower() in ("true", "1", "yes")
     options = service.SubmitOptions(

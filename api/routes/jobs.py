@@ -107,6 +107,7 @@ async def submit_job(
         str | None,
         Header(
             alias="Idempotency-Key",
+            min_length=1,
             max_length=255,
             description="Retrying with the same key returns the first response, not a new job.",
         ),

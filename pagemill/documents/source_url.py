@@ -56,12 +56,28 @@ def parse_source_url(url: str, readable_buckets: Sequence[str]) -> SourceUrl:
         ) from None
 
 
+S3_FORM = "An s3 source_url must read s3://bucket/key, with nothing after."
+
+
 def _parse_s3(url: str, readable_buckets: Sequence[str]) -> SourceUrl:
-    parts = urlsplit(url)
+    # The key is taken as written, so a space may be part of it; a NUL cannot be
+    # stored, and no key a person means holds a line break or other control character.
+    if not url.isprintable():
+        raise InvalidSourceUrl(
+            "invalid_source_url",
+            "The source_url must not contain line breaks or other control characters.",
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed "[" or "]" in the bucket
+        raise InvalidSourceUrl("invalid_source_url", S3_FORM) from None
     bucket, key = parts.netloc, parts.path.removeprefix("/")
     if not bucket or not key or parts.query or parts.fragment:
+        raise InvalidSourceUrl("invalid_source_url", S3_FORM)
+    # The S3 client refuses such a key at fetch time: "../" would step out of the bucket.
+    if any(segment in (".", "..") for segment in key.split("/")):
         raise InvalidSourceUrl(
-            "invalid_source_url", "An s3 source_url must read s3://bucket/key, with nothing after."
+            "invalid_source_url", "An s3 source_url's key must not have '.' or '..' segments."
         )
     if bucket not in readable_buckets:
         raise InvalidSourceUrl(

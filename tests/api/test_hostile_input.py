@@ -245,3 +245,38 @@ def test_long_or_odd_filenames_are_kept_shortened(api: httpx.Client) -> None:
         )
         assert response.status_code == 202, response.text
         assert response.json()["source"]["filename"] == kept
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("multipart/form-data", b"--b\r\n"),  # no boundary
+        ("multipart/form-data; boundary=b", b"not a multipart body"),
+    ],
+    ids=["no boundary", "broken framing"],
+)
+def test_a_form_that_cannot_be_parsed_is_invalid_request(
+    api: httpx.Client, s3: ObjectStore, content_type: str, body: bytes
+) -> None:
+    """Once 400 `http_error`, a code no other refusal uses."""
+    before = stored_objects(s3)
+    response = api.post("/v1/jobs", content=body, headers={"Content-Type": content_type})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"].startswith("The request body cannot be read: ")
+    assert count_rows("jobs") == 0
+    assert stored_objects(s3) == before
+
+
+def test_an_empty_idempotency_key_is_refused(api: httpx.Client) -> None:
+    """Once accepted as the key "", which every client that sent the header blank shared."""
+    with SCAN.open("rb") as handle:
+        response = api.post(
+            "/v1/jobs", files={"file": ("s.pdf", handle)}, headers={"Idempotency-Key": ""}
+        )
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert "Idempotency-Key" in response.json()["error"]["message"]
+    assert count_rows("jobs") == 0
+    assert count_rows("idempotency_keys") == 0

@@ -152,6 +152,12 @@ def test_an_s3_source_is_read_from_a_readable_bucket(
         ({"source_url": "s3://someone-elses-bucket/a.pdf"}, False, "source_bucket_not_readable"),
         ({"source_url": f"s3://{SOURCES_BUCKET}/"}, False, "invalid_source_url"),
         ({"source_url": "https://exa mple.com/a.pdf"}, False, "invalid_source_url"),
+        # Once a 500: Postgres cannot store a NUL, and urlsplit raises on an open bracket.
+        ({"source_url": f"s3://{SOURCES_BUCKET}/a\x00.pdf"}, False, "invalid_source_url"),
+        ({"source_url": f"s3://{SOURCES_BUCKET}/a\r\nb.pdf"}, False, "invalid_source_url"),
+        ({"source_url": "s3://[sources/a.pdf"}, False, "invalid_source_url"),
+        # Once accepted, then refused by the S3 client at every fetch.
+        ({"source_url": f"s3://{SOURCES_BUCKET}/../other/a.pdf"}, False, "invalid_source_url"),
         ({"source_url": "https://127.0.0.1/a.pdf"}, True, "file_and_source_url"),
         ({}, False, "no_document"),
         (

@@ -179,6 +179,9 @@ def test_a_batch_with_an_unusable_document_is_refused_whole(
             {"source_url": "https://127.0.0.1/a.pdf", "webhook_url": "ftp://x"},
             "invalid_webhook_url",
         ),
+        # Once a 500: a Decimal NaN cannot be compared with the bounds.
+        ({"source_url": "https://127.0.0.1/a.pdf", "max_cost_usd": "NaN"}, "invalid_request"),
+        ({"source_url": "https://127.0.0.1/a.pdf", "max_cost_usd": "sNaN"}, "invalid_request"),
     ],
 )
 def test_a_batch_that_cannot_be_read_is_refused(
@@ -188,6 +191,21 @@ def test_a_batch_that_cannot_be_read_is_refused(
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == code
     assert sql("SELECT count(*) FROM jobs") == [(0,)]
+
+
+def test_a_source_url_that_cannot_be_stored_is_refused_in_place(
+    batch_api: httpx.Client,
+) -> None:
+    """A NUL in an s3 source_url was once a 500 from the database, after the check."""
+    bucket = TEST_ENV["PAGEMILL_SOURCE_READABLE_BUCKETS"]
+    urls = ["https://127.0.0.1/a.pdf", f"s3://{bucket}/a\x00.pdf"]
+    response = batch_api.post("/v1/batches", data={"source_url": urls})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "batch_rejected"
+    assert [(item["index"], item["code"]) for item in error["items"]] == [(1, "invalid_source_url")]
+    assert sql("SELECT count(*) FROM jobs") == [(0,)]
+    assert sql("SELECT count(*) FROM batches") == [(0,)]
 
 
 def test_job_events_beside_the_batch_event_and_privacy(
