@@ -13,11 +13,13 @@ import time
 from collections.abc import Collection, Iterable
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from celery.signals import before_task_publish
 
+from pagemill import redis_transport
 from pagemill.domain import LicenseUse, Stage
 from pagemill.engines.catalog import ocr_stage
 from pagemill.settings import Settings, get_settings
@@ -48,6 +50,8 @@ def make_celery(settings: Settings) -> Celery:
         # Redis redelivers unacknowledged messages after this; tasks stay below it.
         "visibility_timeout": settings.broker_visibility_timeout_s,
     }
+    if urlsplit(settings.broker_url).scheme in ("redis", "rediss"):
+        app.conf.broker_transport = redis_transport.TRANSPORT
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

@@ -1,6 +1,6 @@
-"""The Redis transport the workers consume through: kombu's, with every message
-screened (worker.messages) as it comes off a queue, before kombu or Celery
-decode it.
+"""The Redis transport the workers consume through: pagemill's (one client for its
+commands, pagemill.redis_transport), with every message screened (worker.messages)
+as it comes off a queue, before kombu or Celery decode it.
 
 The screen sits in the BRPOP reply: kombu's transport pops a message and decodes
 it in one step, with nothing to catch what fails, so the reply is checked as
@@ -15,8 +15,8 @@ import logging
 from typing import Any
 
 import redis
-from kombu.transport import redis as kombu_redis
 
+from pagemill import redis_transport
 from pagemill.dead_letter import park
 from pagemill.settings import get_settings
 from worker.messages import screen
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 TRANSPORT = f"{__name__}:Transport"
 
 
-class Channel(kombu_redis.Channel):
+class Channel(redis_transport.Channel):
     def _create_client(self, asynchronous: bool = False) -> Any:
         client = super()._create_client(asynchronous)
         if asynchronous:  # the client kombu consumes with (BRPOP)
@@ -51,5 +51,5 @@ class Channel(kombu_redis.Channel):
         return None
 
 
-class Transport(kombu_redis.Transport):
+class Transport(redis_transport.Transport):
     Channel = Channel
