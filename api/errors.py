@@ -54,6 +54,11 @@ def error_body(
     return {"error": {**(details or {}), "code": code, "message": message}}
 
 
+def invalid_request_message(where: str, problem: str) -> str:
+    """What an `invalid_request` says: the field (`where`) and what is wrong with it."""
+    return f"The request is invalid: {where or 'request'}: {problem}."
+
+
 def body_unreadable_message(detail: str) -> str:
     return f"The request body cannot be read: {detail.rstrip('.')}."
 
@@ -77,7 +82,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0] if error.errors() else {}
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        message = f"The request is invalid: {where or 'request'}: {first.get('msg', 'invalid')}."
+        message = invalid_request_message(where, first.get("msg", "invalid"))
         return JSONResponse(error_body("invalid_request", message), 422)
 
     @app.exception_handler(StorageUnavailable)

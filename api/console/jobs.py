@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
@@ -19,6 +20,7 @@ from api.console.errors import ConsoleError
 from api.console.render import markdown_html, render
 from api.deps import MAX_OFFSET, SessionDep, SettingsDep, StoreDep
 from pagemill.clients.repository import list_clients
+from pagemill.db.models import Job
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
 from pagemill.domain import TERMINAL_JOB_STATUSES, JobStatus, LicenseUse, PageStatus
 from pagemill.engines.catalog import ENGINE_CHOICES
@@ -65,6 +67,20 @@ def _day(raw: str | None) -> date | None:
         ) from None
 
 
+# C0 and C1 control characters. Postgres text cannot hold a NUL, and nothing a person
+# searches for (a file name, an engine, a metadata value) holds any of them.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _text(name: str, raw: str) -> str:
+    """A free-text filter's value, with no control characters."""
+    if _CONTROL_CHARACTERS.search(raw):
+        raise ConsoleError(
+            422, "invalid_filter", f"The {name} filter must not contain control characters."
+        )
+    return raw
+
+
 def _midnight(day: date | None, days_after: int = 0) -> datetime | None:
     if day is None:
         return None
@@ -95,11 +111,11 @@ def jobs_page(
     search = repository.JobSearch(
         client_id=client_id,
         status=_choice(JobStatus, status),
-        engine=engine or None,
+        engine=_text("engine", engine) or None,
         license_use=_choice(LicenseUse, license_use),
         created_from=_midnight(_day(created_from)),
         created_before=_midnight(_day(created_to), days_after=1),
-        text=q or None,
+        text=_text("search", q) or None,
     )
     jobs = repository.search_jobs(session, search, JOBS_PER_SCREEN, offset)
     rows = [
@@ -147,7 +163,7 @@ def _jobs_url(request: Request, **changes: int) -> str:
     return "/console/jobs" + (f"?{urlencode(params)}" if params else "")
 
 
-def _job_or_404(session: SessionDep, job_id: uuid.UUID) -> Any:
+def _job_or_404(session: SessionDep, job_id: uuid.UUID) -> Job:
     job = repository.get_job(session, job_id)
     if job is None:
         raise ConsoleError(404, "job_not_found", "There is no job with this id.")
@@ -174,17 +190,19 @@ def job_page(
         for summary in detail.page_details
         if first_page <= summary["number"] < first_page + PAGES_PER_SCREEN
     ]
+    # A purged job's record is shown without its objects, which are gone or going.
+    readable = [] if job.purged_at is not None else shown
     keys = JobKeys(job.id)
     drawable = {
         summary["number"]
-        for summary in shown
+        for summary in readable
         if summary["image"] is not None or store.exists(keys.page_pdf(summary["number"]))
     }
     markdown: dict[int, str] = {}
-    for summary in shown:
+    for summary in readable:
         if summary["status"] == PageStatus.succeeded.value:
             markdown[summary["number"]] = store.get_bytes(
-                JobKeys(job.id).page_markdown(summary["number"])
+                keys.page_markdown(summary["number"])
             ).decode()
     client_names = {found.id: found.name for found in list_clients(session)}
     context: dict[str, Any] = {
@@ -215,6 +233,7 @@ def page_image(
     store: StoreDep,
     settings: SettingsDep,
 ) -> Response:
+    _refuse_if_purged(_job_or_404(session, job_id))
     page = repository.get_page_by_number(session, job_id, number)
     keys = JobKeys(job_id)
     if page is not None and page.image_width_px is not None:
@@ -225,6 +244,17 @@ def page_image(
         raise ConsoleError(404, "page_image_not_found", f"Page {number} has no image.")
     # Private: the page belongs to a client.
     return Response(body, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
+
+
+def _refuse_if_purged(job: Job) -> None:
+    """410, as the API answers for a purged job's results (api.results)."""
+    if job.purged_at is not None:
+        raise ConsoleError(
+            410,
+            "purged",
+            f"The job's stored source, page images and results were purged at "
+            f"{job.purged_at:%Y-%m-%d %H:%M:%S} UTC; its record remains.",
+        )
 
 
 def _preview(page_pdf: bytes, settings: Settings) -> bytes:

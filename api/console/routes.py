@@ -43,7 +43,9 @@ def login(
     next: Annotated[str, Form()] = "/console/jobs",
 ) -> Response:
     refuse_cross_site(request)
-    client = authenticate(session, key.strip())
+    key = key.strip()
+    # Keys are printable ASCII: no other can match, and a NUL cannot even be looked up.
+    client = authenticate(session, key) if key.isascii() and key.isprintable() else None
     if client is None or not client.is_admin:
         error = (
             ("invalid_api_key", "The key is not valid.")

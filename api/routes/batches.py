@@ -12,19 +12,20 @@ import logging
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import Field, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import ClientDep, SessionDep, SettingsDep, StoreDep
-from api.errors import ApiError, body_unreadable_message
+from api.errors import ApiError, body_unreadable_message, invalid_request_message
 from api.inspection import busy_error, get_inspection_gate
 from api.routes.usage import quota_error
 from pagemill.batches import repository as batches
@@ -85,7 +86,7 @@ async def submit_batch(
     async with _read_form(request, settings) as form:
         with tempfile.TemporaryDirectory(prefix="pagemill-batch-") as workdir:
             try:
-                options, webhook_url = _options(form)
+                options, webhook_url = _options(form, settings)
                 documents = await _documents(form, Path(workdir), settings)
             except service.SubmissionRejected as rejected:
                 raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
@@ -183,32 +184,38 @@ def _field(form: FormData, name: str) -> str | None:
     return value if value.strip() else None
 
 
-def _options(form: FormData) -> tuple[service.SubmitOptions, str | None]:
-    """The options every job of the batch gets, and where batch.completed goes."""
-    license_use = _field(form, "license_use")
-    max_cost = _field(form, "max_cost_usd")
+# The fields POST /v1/jobs declares with a type, read by the same rules, so that a
+# mistake in one is refused in the same words there and here.
+_LICENSE_USE = TypeAdapter(LicenseUse)
+_MAX_COST_USD = TypeAdapter(Annotated[Decimal, Field(ge=0, le=1_000_000)])
+Value = TypeVar("Value")
+
+
+def _typed(form: FormData, name: str, adapter: TypeAdapter[Value]) -> Value | None:
+    raw = _field(form, name)
+    if raw is None:
+        return None
     try:
-        license = LicenseUse(license_use) if license_use else None
-        budget = Decimal(max_cost) if max_cost else None
-    except (ValueError, InvalidOperation):
+        return adapter.validate_python(raw)
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
         raise service.SubmissionRejected(
-            "invalid_request",
-            "license_use must be commercial or non_commercial, and max_cost_usd a number.",
+            "invalid_request", invalid_request_message(name, problem)
         ) from None
-    # NaN compares as an error, not as False: checked for before the bounds.
-    if budget is not None and not (budget.is_finite() and 0 <= budget <= 1_000_000):
-        raise service.SubmissionRejected(
-            "invalid_request", "max_cost_usd must be a number from 0 to 1,000,000."
-        )
-    webhook_url = service.check_webhook_url(_field(form, "webhook_url"))
+
+
+def _options(form: FormData, settings: Settings) -> tuple[service.SubmitOptions, str | None]:
+    """The options every job of the batch gets, and where batch.completed goes. Each is
+    checked here, once for the batch, not once per document."""
+    webhook_url = service.check_webhook_url(_field(form, "webhook_url"), settings)
     job_webhooks = (_field(form, "job_webhooks") or "false").lower() in ("true", "1", "yes")
     options = service.SubmitOptions(
         pages=service.check_page_selection(_field(form, "pages")),
-        license_use=license,
+        license_use=_typed(form, "license_use", _LICENSE_USE),
         webhook_url=webhook_url if job_webhooks else None,
-        engine=_field(form, "engine"),
+        engine=service.check_engine(_field(form, "engine")),
         metadata=service.parse_metadata(_field(form, "metadata")),
-        max_cost_usd=budget,
+        max_cost_usd=_typed(form, "max_cost_usd", _MAX_COST_USD),
         furniture=service.parse_furniture(_field(form, "furniture")),
     )
     return options, webhook_url

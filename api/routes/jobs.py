@@ -118,7 +118,7 @@ async def submit_job(
             options = service.SubmitOptions(
                 pages=service.check_page_selection(pages),
                 license_use=license_use,
-                webhook_url=service.check_webhook_url(webhook_url),
+                webhook_url=service.check_webhook_url(webhook_url, settings),
                 engine=engine,
                 metadata=service.parse_metadata(metadata),
                 max_cost_usd=max_cost_usd,
@@ -167,9 +167,7 @@ async def submit_job(
                     service.submit_job, session, store, settings, client, upload, options, info
                 )
         except (InputRejected, InspectionBusy, StorageUnavailable) as refused:
-            session.rollback()
-            if idempotency_key is not None:
-                idempotency.release(session, client.id, idempotency_key)
+            _abandon(session, client, idempotency_key)
             if isinstance(refused, StorageUnavailable):
                 raise storage_unavailable_error(refused, "nothing was created") from None
             if isinstance(refused, InspectionBusy):
@@ -177,16 +175,24 @@ async def submit_job(
             if isinstance(refused, QuotaExceeded):
                 raise quota_error(refused) from None
             raise ApiError(refused.http_status, refused.code, refused.message) from None
-    body = job_detail_out(job, repository.list_pages(session, job.id), settings.api_base_url)
-    if idempotency_key is not None:
-        idempotency.complete(
-            session, client.id, idempotency_key, job.id, 202, body.model_dump(mode="json")
-        )
+        except Exception:
+            # submit_job has removed whatever it stored; the key must not stay claimed.
+            _abandon(session, client, idempotency_key)
+            raise
     try:
+        body = job_detail_out(job, repository.list_pages(session, job.id), settings.api_base_url)
+        if idempotency_key is not None:
+            idempotency.complete(
+                session, client.id, idempotency_key, job.id, 202, body.model_dump(mode="json")
+            )
         session.commit()
     except Exception:
-        session.rollback()
-        service.discard_source(store, job.id)
+        # Nothing of the request may remain: not the stored source (a cache hit's copied
+        # results too), which no job would ever purge, nor a claimed key, which would
+        # answer every retry "still in flight" until it was taken for abandoned.
+        _abandon(session, client, idempotency_key)
+        if upload is not None:
+            service.discard_source_after_failure(store, job.id)
         raise
     if job.cached_from is None:
         _publish_prepare(job.id)
@@ -232,6 +238,21 @@ def _begin_idempotent(
             "A request with this Idempotency-Key is still being processed; retry shortly.",
             headers={"Retry-After": "1"},
         ) from None
+
+
+def _abandon(session: Session, client: Client, idempotency_key: str | None) -> None:
+    """Roll back a submission that is refused or has failed, and free its
+    Idempotency-Key for the retry, without hiding why the submission ended."""
+    session.rollback()
+    if idempotency_key is None:
+        return
+    try:
+        idempotency.release(session, client.id, idempotency_key)
+    except Exception:
+        session.rollback()
+        log.exception(
+            "could not release Idempotency-Key %r of client %s", idempotency_key, client.id
+        )
 
 
 def _publish_prepare(job_id: uuid.UUID) -> None:

@@ -1,7 +1,9 @@
 """What a source_url may be: an https URL (a presigned link, say), or s3://bucket/key in
-a bucket the deployment is configured to read. Checked at submit for its form only:
-where an https URL may lead is decided when the worker fetches it, on the addresses its
-host resolves to then, by the webhooks' SSRF guard (pagemill.webhooks.ssrf).
+a bucket the deployment is configured to read. Checked here for its form; at submit an
+https URL written with an IP address is also held to the SSRF guard's rules
+(pagemill.jobs.service). Where a host name leads is decided when the worker fetches it,
+on the addresses it resolves to then, by the webhooks' SSRF guard
+(pagemill.webhooks.ssrf).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -35,8 +37,11 @@ from pagemill.jobs import idempotency, metadata, result_cache
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore
+from pagemill.webhooks import ssrf
 from pagemill.webhooks.urls import InvalidWebhookUrl, validate_webhook_url
 from pagemill.workers import registry as workers
+
+log = logging.getLogger(__name__)
 
 
 class SubmissionRejected(InputRejected):
@@ -185,22 +190,57 @@ def given_by_url(has_file: bool, source_url: str | None) -> bool:
 
 
 def check_source_url(url: str, settings: Settings) -> str:
-    """The source_url to store, if its form is one the worker's fetch can use."""
+    """The source_url to store, if its form is one the worker's fetch can use and it
+    does not name an internal address the fetch would refuse."""
     try:
-        return parse_source_url(url, settings.source_readable_buckets).url
+        source = parse_source_url(url, settings.source_readable_buckets)
     except InvalidSourceUrl as invalid:
         raise SubmissionRejected(invalid.code, invalid.message) from None
+    if source.bucket is None:  # https; an s3:// source is read with the S3 client
+        _refuse_internal_address(
+            source.url, "source_url", "invalid_source_url", settings.source_fetch_allowed_hosts
+        )
+    return source.url
 
 
-def check_webhook_url(url: str | None) -> str | None:
+def check_webhook_url(url: str | None, settings: Settings) -> str | None:
     """The URL to store, by the same check delivery makes before every attempt, so a
     URL accepted here is one an attempt can send to. Blank means no webhook."""
     if url is None or not url.strip():
         return None
     try:
-        return validate_webhook_url(url)
+        checked = validate_webhook_url(url)
     except InvalidWebhookUrl as invalid:
         raise SubmissionRejected("invalid_webhook_url", invalid.message) from invalid
+    _refuse_internal_address(
+        checked,
+        "webhook_url",
+        "invalid_webhook_url",
+        settings.webhook_allowed_hosts,
+        settings.webhook_allowed_cidrs,
+    )
+    return checked
+
+
+def _refuse_internal_address(
+    url: str,
+    field_name: str,
+    code: str,
+    allowed_hosts: Sequence[str],
+    allowed_cidrs: Sequence[str] = (),
+) -> None:
+    """Refuse a URL written with an address that delivery or fetch would refuse at every
+    attempt (metadata, loopback, private, link-local...). A host name is not looked up
+    here: what it resolves to is checked when it is used, as DNS may change by then."""
+    refused = ssrf.literal_address_refusal(url, allowed_hosts, allowed_cidrs)
+    if refused is None:
+        return
+    address, reason = refused
+    if reason.startswith(ssrf.METADATA):
+        rule = "which is never allowed"
+    else:
+        rule = "which this deployment does not connect to; use a public address"
+    raise SubmissionRejected(code, f"The {field_name} points at {address}, {reason}, {rule}.")
 
 
 # Longer names are cut: a name is kept to show the caller, and a client rarely
@@ -230,7 +270,9 @@ def submit_job(
     store it and record the job (not yet committed, not yet published).
 
     The source is stored before the row exists, so a job never points at a missing
-    file; if the row then fails to commit, the caller removes the orphan object.
+    file. Whatever fails here after that removes the object again; whatever fails in
+    the caller before its commit is through must remove it too
+    (`discard_source_after_failure`), or it stays in the bucket with no job to purge it.
     """
     job = plan_job(session, settings, client, upload, options, info)
     hit = None
@@ -243,16 +285,18 @@ def submit_job(
     # no connection waits idle in it while the source is copied to object storage.
     session.commit()
     store_source(store, job.id, upload, info)
-    if hit is not None and result_cache.reuse(session, store, job, hit):
-        return job
     try:
+        if hit is not None and result_cache.reuse(session, store, job, hit):
+            return job
         quotas.check_pages(session, settings, client, job.pages_total or 0, lock=True)
-    except quotas.QuotaExceeded:
+        session.add(job)
+        session.flush()
+    except Exception:
+        # Refused by the quota, or the row could not be written: no job will point at
+        # what was stored.
         session.rollback()
-        discard_source(store, job.id)
+        discard_source_after_failure(store, job.id)
         raise
-    session.add(job)
-    session.flush()
     return job
 
 
@@ -278,12 +322,18 @@ def store_source(
     store.put_file(JobKeys(job_id).source, upload.path, CONTENT_TYPES[info.kind])
 
 
-def _checked_engine(options: SubmitOptions, settings: Settings) -> str:
-    engine = options.engine or settings.default_engine
-    if engine not in ENGINE_CHOICES:
+def check_engine(engine: str | None) -> str | None:
+    """The engine asked for, if this service has it; None leaves the default."""
+    if engine is not None and engine not in ENGINE_CHOICES:
         raise SubmissionRejected(
             "invalid_engine", f"The engine must be one of {', '.join(ENGINE_CHOICES)}."
         )
+    return engine
+
+
+def _checked_engine(options: SubmitOptions, settings: Settings) -> str:
+    engine = options.engine or settings.default_engine
+    check_engine(engine)
     return engine
 
 
@@ -424,3 +474,12 @@ def _check_licensed_capacity(
 
 def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:
     store.delete_prefix(JobKeys(job_id).prefix + "/")
+
+
+def discard_source_after_failure(store: ObjectStore, job_id: uuid.UUID) -> None:
+    """`discard_source` for a submission that is failing already: its own error is the
+    one to report, so a failure to remove the object is logged, with the key to remove."""
+    try:
+        discard_source(store, job_id)
+    except Exception:
+        log.exception("could not remove %s/ of a job that was not recorded", JobKeys(job_id).prefix)

@@ -144,14 +144,45 @@ def resolve_destination(
     addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
     if not addresses:
         raise DestinationUnresolvable(f"{host} resolved to no address")
-    host_allowed = host in {name.strip().lower() for name in allowed_hosts}
-    networks = [ipaddress.ip_network(cidr, strict=False) for cidr in allowed_cidrs]
     for address in addresses:
-        reason = refusal_reason(address)
+        reason = _refused(host, address, allowed_hosts, allowed_cidrs)
         if reason is None:
             continue
         if reason.startswith(METADATA):
             raise DestinationRefused(f"{host} resolves to {address}, {reason}: never allowed")
-        if not (host_allowed or any(address in network for network in networks)):
-            raise DestinationRefused(f"{host} resolves to {address}, {reason}, not allowlisted")
+        raise DestinationRefused(f"{host} resolves to {address}, {reason}, not allowlisted")
     return Destination(url=parsed, address=addresses[0])
+
+
+def literal_address_refusal(
+    url: str, allowed_hosts: Sequence[str] = (), allowed_cidrs: Sequence[str] = ()
+) -> tuple[str, str] | None:
+    """(address as written, reason) when `url` (well formed: `urls.validate_webhook_url`)
+    names an IP address that `resolve_destination` would refuse at every attempt; None
+    for a host name, which is only known at delivery time, and for an address that may
+    be reached.
+
+    For a check at submission: an address written in the URL cannot change, so refusing
+    it then spares the caller a job whose every delivery or fetch is bound to fail."""
+    host = httpx.URL(url).raw_host.decode("ascii").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    reason = _refused(host, address, allowed_hosts, allowed_cidrs)
+    return None if reason is None else (host, reason)
+
+
+def _refused(
+    host: str, address: IPAddress, allowed_hosts: Sequence[str], allowed_cidrs: Sequence[str]
+) -> str | None:
+    """Why `host`, at `address`, may not be sent to: `refusal_reason`, unless an
+    allowlist admits it (a metadata address whatever they say)."""
+    reason = refusal_reason(address)
+    if reason is None or reason.startswith(METADATA):
+        return reason
+    if host in {name.strip().lower() for name in allowed_hosts}:
+        return None
+    if any(address in ipaddress.ip_network(cidr, strict=False) for cidr in allowed_cidrs):
+        return None
+    return reason

@@ -193,6 +193,39 @@ def test_a_batch_that_cannot_be_read_is_refused(
     assert sql("SELECT count(*) FROM jobs") == [(0,)]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        (
+            "license_use",
+            "comercial",
+            "license_use: Input should be 'non_commercial' or 'commercial'",
+        ),
+        ("max_cost_usd", "five", "max_cost_usd: Input should be a valid decimal"),
+        ("max_cost_usd", "NaN", "max_cost_usd: Input should be a finite number"),
+        ("max_cost_usd", "-1", "max_cost_usd: Input should be greater than or equal to 0"),
+        ("engine", "magic", "The engine must be one of auto, "),
+    ],
+)
+def test_a_mistyped_option_is_refused_by_name_as_a_single_job_is(
+    batch_api: httpx.Client, field: str, value: str, says: str
+) -> None:
+    """Once one sentence about license_use and max_cost_usd together, whichever was
+    wrong; and an unknown engine was reported once per document."""
+    urls = ["https://127.0.0.1/a.pdf", "https://127.0.0.1/b.pdf"]
+    batch = batch_api.post("/v1/batches", data={"source_url": urls, field: value})
+    assert batch.status_code == 422, batch.text
+    error = batch.json()["error"]
+    assert says in error["message"], error
+    other = {"license_use", "max_cost_usd"} - {field}
+    assert not any(name in error["message"] for name in other), error
+    # The same code and sentence as POST /v1/jobs gives for the same field.
+    single = batch_api.post("/v1/jobs", data={"source_url": urls[0], field: value})
+    assert single.status_code == 422, single.text
+    assert error == single.json()["error"]
+    assert sql("SELECT count(*) FROM jobs") == [(0,)]
+
+
 def test_a_source_url_that_cannot_be_stored_is_refused_in_place(
     batch_api: httpx.Client,
 ) -> None:

@@ -58,6 +58,16 @@ def test_a_client_key_gets_nothing(browser: WebDriver, console_world: ConsoleWor
         assert plain.post("/console/login", data={"key": "pm_nope_nope"}).status_code == 401
 
 
+def test_a_key_with_control_characters_is_not_valid(console_world: ConsoleWorld) -> None:
+    """Once a 500: the key's prefix, NUL and all, was looked up in Postgres."""
+    with httpx.Client(base_url=console_world.url, follow_redirects=False) as plain:
+        for key in ("pm_ab\x00cd_secret", "pm_abcd_se\x00cret", "\x00"):
+            answer = plain.post("/console/login", data={"key": key})
+            assert answer.status_code == 401, (key, answer.text[:500])
+            assert "invalid_api_key" in answer.text
+            assert "set-cookie" not in answer.headers
+
+
 def test_the_session_cookie_is_http_only_strict_and_secure_over_https(
     console_world: ConsoleWorld,
 ) -> None:

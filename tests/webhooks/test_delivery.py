@@ -15,6 +15,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from pagemill.queue import publish_finalize
 from pagemill.storage import ObjectStore
 from pagemill.webhooks import signing
 from tests.conftest import make_client_key, wait_for_job
@@ -29,6 +30,7 @@ from tests.webhooks.conftest import (
     wait_for_deliveries,
 )
 from tests.webhooks.receiver import Answer, Receiver
+from tests.webhooks.test_outbox import job_ready_to_finalize
 
 pytestmark = pytest.mark.usefixtures("worker_process")
 
@@ -135,14 +137,21 @@ def test_receiver_down_throughout_ends_dead_and_shows_in_the_ops_view(
 
 
 def test_internal_destinations_are_refused_and_logged(
-    api: httpx.Client, receiver: Receiver
+    api: httpx.Client, api_key: str, receiver: Receiver, s3: ObjectStore
 ) -> None:
-    destinations = {
+    # A name is looked up at delivery time, and refused for what it resolves to then.
+    named = receiver.url(host="localhost")
+    jobs = {submit_with_webhook(api, named): "a loopback address, not allowlisted"}
+    # Internal addresses written out are refused at submit now
+    # (tests/api/test_internal_destinations.py); delivery still refuses them, for jobs
+    # stored before that check.
+    for url, reason in {
         "http://169.254.169.254/latest/meta-data/": "metadata",
         "http://10.0.0.1/hook": "a private address",
-        receiver.url(host="localhost"): "a loopback address, not allowlisted",
-    }
-    jobs = {submit_with_webhook(api, url): reason for url, reason in destinations.items()}
+    }.items():
+        job_id = job_ready_to_finalize(s3, api_key, url)
+        publish_finalize(str(job_id))
+        jobs[str(job_id)] = reason
     for job_id, reason in jobs.items():
         [delivery] = wait_for_deliveries(api, job_id, all_settled)
         assert delivery["status"] == "dead" and delivery["attempts"] == 1
