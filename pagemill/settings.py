@@ -200,9 +200,9 @@ class Settings(BaseSettings):
     )
     page_lease_s: int = Field(
         960,
-        description="How long a claimed page (or a preparing job) is held before another "
-        "worker may take it over; longer than the task time limit, so a live attempt is "
-        "never taken over.",
+        description="How long a claimed page (or a preparing or finalizing job) is held "
+        "before another worker may take it over; longer than the task time limit, so a live "
+        "attempt is never taken over.",
     )
     prepare_max_failures: int = Field(
         3,

@@ -77,10 +77,14 @@ def prepare(task: Task, job_id: str) -> None:
         raise task.retry(exc=error, countdown=outage_backoff_s(task.request.retries)) from error
 
 
-class PageRequest(Request):  # type: ignore[misc]  # Celery's classes are untyped
-    """An ocr task's request, as the worker's main process handles it. When the pool
-    child running it dies, Celery puts the message back on the queue (the task rejects
-    on a lost worker) but sends no failure signal; the page's claim is let go here."""
+class _LostChildRequest(Request):  # type: ignore[misc]  # Celery's classes are untyped
+    """A task's request, as the worker's main process handles it. When the pool child
+    running it dies (the OOM killer, a crash in native code), Celery puts the message
+    back on the queue (the task rejects on a lost worker) but sends no failure signal;
+    `let_go` frees what the dead child held, before the message is requeued."""
+
+    def let_go(self) -> None:
+        raise NotImplementedError
 
     def on_failure(
         self, exc_info: ExceptionInfo, send_failed_event: bool = True, return_ok: bool = False
@@ -89,14 +93,23 @@ class PageRequest(Request):  # type: ignore[misc]  # Celery's classes are untype
         if isinstance(error, ExceptionWithTraceback):
             error = error.exc
         # A child killed at the hard time limit is reported lost too, after the limit was
-        # recorded (`_count_hard_time_limit`): its page is already given back, and may
+        # recorded (`_count_hard_time_limit`): what it held is already given back, and may
         # by now be another child's.
         if isinstance(error, WorkerLostError) and not _kill_recorded(self.id):
             try:
-                release_lost_attempt(session_factory(), get_settings(), int(self.args[0]))
+                self.let_go()
             except Exception:
-                log.exception("page %s: could not let go of a lost process's claim", self.args)
+                log.exception(
+                    "%s %s: could not let go of a lost process's hold", self.name, self.args
+                )
         super().on_failure(exc_info, send_failed_event, return_ok)
+
+
+class PageRequest(_LostChildRequest):
+    """The page's claim is let go, so the requeued message reads it again at once."""
+
+    def let_go(self) -> None:
+        release_lost_attempt(session_factory(), get_settings(), int(self.args[0]))
 
 
 @app.task(name=OCR_TASK, bind=True, max_retries=get_settings().outage_retries, Request=PageRequest)
@@ -178,7 +191,28 @@ def _count_hard_time_limit(
         )
 
 
-@app.task(name=FINALIZE_TASK, bind=True, max_retries=get_settings().outage_retries)
+LOST_FINALIZE_MESSAGE = "the worker process assembling the result died"
+
+
+class FinalizeRequest(_LostChildRequest):
+    """The start's lease on the job is let go (its failure kept, as a time limit's is),
+    so the requeued message starts finalize again at once rather than when the lease runs
+    out; at the cap of starts, the job fails with the reason instead."""
+
+    def let_go(self) -> None:
+        job_id = uuid.UUID(self.args[0])
+        if not record_finalize_failure(
+            session_factory(), get_settings(), job_id, LOST_FINALIZE_MESSAGE
+        ):
+            publish_job_webhooks(job_id)
+
+
+@app.task(
+    name=FINALIZE_TASK,
+    bind=True,
+    max_retries=get_settings().outage_retries,
+    Request=FinalizeRequest,
+)
 def finalize(task: Task, job_id: str) -> None:
     job = uuid.UUID(job_id)
     try:

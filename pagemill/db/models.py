@@ -123,6 +123,10 @@ class Job(TimestampMixin, Base):
     # Starts of the finalize stage (a message delivered, not its outage retries), capped
     # so that a finalize killed at the time limit, or failing every time, ends the job.
     finalize_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Held by the finalize start under way, through its outage retries: until it runs out,
+    # another delivery of the message (a duplicate, or the reaper's) counts no start, so
+    # copies of one start cannot use up the cap while it waits out an outage.
+    finalize_lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The price told to the caller at submit, and the ceiling the caller set.
     quote_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))
     max_cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(14, 8))

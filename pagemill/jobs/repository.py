@@ -778,6 +778,8 @@ def take_unfinalized_jobs(session: Session, stale: timedelta) -> list[uuid.UUID]
             .where(
                 Job.status == JobStatus.running,
                 Job.prepare_lease_expires_at.is_(None),
+                # A start under way (waiting out an outage, say) is not lost.
+                _finalize_lease_free(),
                 ~unfinished,
                 recorded >= Job.pages_total,
                 _stale(Job.updated_at, stale),
@@ -819,16 +821,21 @@ def running_prepare_attempt(session: Session, job_id: uuid.UUID) -> int | None:
     )
 
 
-def start_finalize(session: Session, job_id: uuid.UUID) -> int | None:
-    """Count a finalize start of a running job; returns its starts so far, or None when
-    the job is not running. The first start clears what an earlier stage left in
-    `error_message` (prepare keeps its last outage there), so the last error a capped
-    finalize reports is its own."""
+def _finalize_lease_free() -> Any:
+    return Job.finalize_lease_expires_at.is_(None) | (Job.finalize_lease_expires_at < func.now())
+
+
+def start_finalize(session: Session, job_id: uuid.UUID, lease: timedelta) -> int | None:
+    """Count a finalize start of a running job and take its lease; returns its starts so
+    far, or None when the job is not running or another start holds a live lease. The
+    first start clears what an earlier stage left in `error_message` (prepare keeps its
+    last outage there), so the last error a capped finalize reports is its own."""
     return session.scalar(
         update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.running)
+        .where(Job.id == job_id, Job.status == JobStatus.running, _finalize_lease_free())
         .values(
             finalize_attempts=Job.finalize_attempts + 1,
+            finalize_lease_expires_at=func.now() + lease,
             error_message=case((Job.finalize_attempts == 0, None), else_=Job.error_message),
         )
         .returning(Job.finalize_attempts)
@@ -836,13 +843,24 @@ def start_finalize(session: Session, job_id: uuid.UUID) -> int | None:
     )
 
 
+def renew_finalize_lease(session: Session, job_id: uuid.UUID, lease: timedelta) -> None:
+    """Hold the lease again for a retry of the start under way (through an outage)."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.running)
+        .values(finalize_lease_expires_at=func.now() + lease)
+        .execution_options(synchronize_session=False)
+    )
+
+
 def record_finalize_failure(session: Session, job_id: uuid.UUID, why: str) -> int | None:
-    """Keep why a finalize attempt of a running job failed; returns its starts so far,
-    or None when the job is not running (another attempt ended it)."""
+    """Keep why a finalize attempt of a running job failed and let go of its lease, so
+    the next start may begin at once; returns its starts so far, or None when the job is
+    not running (another attempt ended it)."""
     return session.scalar(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.running)
-        .values(error_message=why[:1000])
+        .values(error_message=why[:1000], finalize_lease_expires_at=None)
         .returning(Job.finalize_attempts)
         .execution_options(synchronize_session=False)
     )

@@ -6,6 +6,11 @@ process, `record_finalize_failure`) or by an error, keeps its reason and is trie
 again; after PAGEMILL_FINALIZE_MAX_ATTEMPTS the job fails with that reason. A start
 lost with its worker records nothing, so the start after the cap fails the job with
 the last error recorded.
+
+A start holds a lease on the job (`finalize_lease_expires_at`) until it ends or fails,
+renewed by each of its outage retries: other deliveries of the message meanwhile (a
+duplicate, or the reaper's copy of a message it took for lost) count no start and do
+nothing, so they cannot use up the cap while one start waits out an S3 outage.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -50,7 +56,16 @@ def finalize_job(
         if not _all_pages_ended(job, pages):
             return None
         last_error = job.error_message
-        attempts = repository.start_finalize(session, job_id) if count_start else None
+        # The lease is the page lease, longer than the task time limit: a live start is
+        # never counted over. A start lost with its worker is taken over when it runs out.
+        lease = timedelta(seconds=ctx.settings.page_lease_s)
+        attempts = None
+        if count_start:
+            attempts = repository.start_finalize(session, job_id, lease)
+            if attempts is None:
+                return None  # another start is under way, or the job has ended
+        else:
+            repository.renew_finalize_lease(session, job_id, lease)
     if attempts is not None and attempts > ctx.settings.finalize_max_attempts:
         why = (
             f"The result could not be assembled in {attempts - 1} attempts; "
