@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api.console.routes import install_console
+from api.deps import single_valued_query
 from api.errors import install_error_handlers
-from api.middleware import BodySizeLimit
+from api.middleware import BodySizeLimit, HeadAsGet
 from api.ratelimit import get_rate_limiter
 from api.routes import batches, jobs, ops, usage, webhooks
 from api.routes.blocks import router as blocks_router
@@ -41,15 +42,20 @@ def create_app() -> FastAPI:
         max_bytes=settings.max_upload_bytes + 64 * 1024,
         max_bytes_by_path={"/v1/batches": settings.batch_max_bytes},
     )
+    app.add_middleware(HeadAsGet)
     get_rate_limiter()  # built before the first request, not by many requests at once
-    app.include_router(jobs.router)
-    app.include_router(batches.router)
-    app.include_router(blocks_router)
-    app.include_router(invoices_router)
-    app.include_router(webhooks.router)
-    app.include_router(usage.router)
-    # After webhooks: its /v1/ops/webhook-deliveries comes before /v1/ops/{name}.
-    app.include_router(ops.router)
+    # In this order: webhooks before ops, so that its /v1/ops/webhook-deliveries comes
+    # before /v1/ops/{name}.
+    for router in (
+        jobs.router,
+        batches.router,
+        blocks_router,
+        invoices_router,
+        webhooks.router,
+        usage.router,
+        ops.router,
+    ):
+        app.include_router(router, dependencies=[Depends(single_valued_query)])
     install_console(app)
 
     @app.get("/healthz", tags=["ops"])

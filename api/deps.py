@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Query
+from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 
-from api.errors import ApiError
+from api.errors import ApiError, invalid_request_message
 from api.ratelimit import get_rate_limiter
 from pagemill.clients.repository import authenticate
 from pagemill.db.models import Client
@@ -36,6 +36,23 @@ OffsetQuery = Annotated[
 ]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[ObjectStore, Depends(get_object_store)]
+
+
+def single_valued_query(request: Request) -> None:
+    """Refuse a query parameter given more than once. No parameter of the API takes a
+    list, and FastAPI would keep the last value and drop the others without a word:
+    ?status=succeeded&status=failed would list the failed jobs only."""
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name in seen:
+            raise ApiError(
+                422,
+                "invalid_request",
+                invalid_request_message(
+                    f"query.{name[:100]}", "given more than once; send it once"
+                ),
+            )
+        seen.add(name)
 
 
 def current_client(

@@ -1,4 +1,5 @@
-"""Cap request bodies while they stream in, before anything buffers them."""
+"""ASGI middleware: request bodies capped while they stream in, before anything buffers
+them; HEAD served wherever GET is."""
 
 from __future__ import annotations
 
@@ -78,3 +79,26 @@ class BodySizeLimit:
         ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same address would be, without its body: every
+    GET route serves HEAD, as HTTP requires of a server (RFC 9110, 9.1), where FastAPI
+    would answer 405. The status and headers, Content-Length included, are the GET's."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, send_headers_only)

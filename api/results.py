@@ -3,7 +3,8 @@
 Every endpoint that serves a job's objects (its document, manifest, page Markdown, page
 images...) takes its job from `ResultJobDep`, so a purged job answers 410 `purged`
 everywhere, from the moment its purge begins, and never 404 or 500. Those that serve one
-page's result take the page from `read_page`, so a page not read yet is refused alike.
+page's result take the page from `read_page`, so a page not read yet is refused alike, and
+read the object with `read_stored`, so a purge that begins while they run is 410 too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import Depends
+from sqlalchemy.orm import Session
 
 from api.deps import ClientDep, SessionDep
 from api.errors import ApiError
@@ -19,6 +21,7 @@ from pagemill.db.models import Client, Job, Page
 from pagemill.documents.pagerange import selection_includes
 from pagemill.domain import TERMINAL_JOB_STATUSES, PageStatus
 from pagemill.jobs import repository
+from pagemill.storage import ObjectStore
 
 
 def client_job(session: SessionDep, client: Client, job_id: uuid.UUID) -> Job:
@@ -74,3 +77,22 @@ def read_page(session: SessionDep, job: Job, number: int, result: str) -> Page:
             409, "page_not_ready", f"Page {number} has no {result}; it is {page.status.value}."
         )
     return page
+
+
+def read_stored(session: Session, store: ObjectStore, job: Job, key: str) -> bytes | None:
+    """The job's object `key`, or None when it is not stored.
+
+    A purge that begins after `job` was read removes the object under this request (the
+    fence is committed before any object goes): the job is read again when the object is
+    missing or its read fails, so that the request answers 410 `purged`, as every later
+    one will, not that the result never existed, nor a 500.
+    """
+    try:
+        if store.exists(key):
+            return store.get_bytes(key)
+    except Exception:
+        # Gone between the two calls: a purge's (410 below), or a failure of its own.
+        refuse_if_purged(repository.reload_job(session, job.id) or job)
+        raise
+    refuse_if_purged(repository.reload_job(session, job.id) or job)
+    return None

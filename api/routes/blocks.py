@@ -10,7 +10,7 @@ from fastapi import Path as FastApiPath
 
 from api.deps import ClientDep, SessionDep, StoreDep
 from api.errors import ApiError
-from api.results import read_page, result_job
+from api.results import read_page, read_stored, result_job
 from pagemill.db.models import Page
 from pagemill.documents.blocks import PageBlocks
 from pagemill.engines.catalog import GPU_ENGINES
@@ -39,11 +39,12 @@ def get_page_blocks(
     session: SessionDep,
     store: StoreDep,
 ) -> Response:
-    page = read_page(session, result_job(job_id, client, session), number, "blocks")
-    key = JobKeys(job_id).page_blocks(number)
-    if not store.exists(key):
+    job = result_job(job_id, client, session)
+    page = read_page(session, job, number, "blocks")
+    blocks = read_stored(session, store, job, JobKeys(job_id).page_blocks(number))
+    if blocks is None:
         raise ApiError(404, "blocks_not_available", _why_no_blocks(page))
-    return Response(store.get_bytes(key), media_type="application/json")
+    return Response(blocks, media_type="application/json")
 
 
 def _why_no_blocks(page: Page) -> str:

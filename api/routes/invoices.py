@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.deps import StoreDep
+from api.deps import SessionDep, StoreDep
 from api.errors import ApiError
-from api.results import ResultJobDep
+from api.results import ResultJobDep, read_stored
 from pagemill.domain import TERMINAL_JOB_STATUSES
 from pagemill.invoices.schemas import InvoiceDocument
 from pagemill.storage import JobKeys
@@ -29,7 +29,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
         410: {"description": "The job's results were purged."},
     },
 )
-def get_invoice(job: ResultJobDep, store: StoreDep) -> Response:
+def get_invoice(job: ResultJobDep, session: SessionDep, store: StoreDep) -> Response:
     if job.extract != "invoice":
         raise ApiError(
             404,
@@ -43,8 +43,8 @@ def get_invoice(job: ResultJobDep, store: StoreDep) -> Response:
             "invoice_not_ready",
             f"The invoice data is written when the job ends; the job is {job.status.value}.",
         )
-    key = JobKeys(job.id).invoice
-    if not store.exists(key):
+    invoice = read_stored(session, store, job, JobKeys(job.id).invoice)
+    if invoice is None:
         raise ApiError(
             409,
             "invoice_not_available",
@@ -52,4 +52,4 @@ def get_invoice(job: ResultJobDep, store: StoreDep) -> Response:
             "it was cancelled or failed before its pages were assembled, "
             "or the extraction failed.",
         )
-    return Response(store.get_bytes(key), media_type="application/json")
+    return Response(invoice, media_type="application/json")

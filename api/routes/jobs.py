@@ -20,7 +20,7 @@ from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError, storage_unavailable_error
 from api.inspection import busy_error, get_inspection_gate
 from api.purging import PurgeOut, purge_now
-from api.results import client_job, read_page, result_job
+from api.results import client_job, read_page, read_stored, refuse_if_purged, result_job
 from api.routes.usage import quota_error
 from pagemill.clients.quotas import QuotaExceeded
 from pagemill.db.models import Client, Job
@@ -337,9 +337,12 @@ def get_document_markdown(
     job_id: uuid.UUID, client: ClientDep, session: SessionDep, store: StoreDep
 ) -> StreamingResponse:
     job = result_job(job_id, client, session)
-    if job.status not in (JobStatus.succeeded, JobStatus.failed) or not store.exists(
-        JobKeys(job.id).document
-    ):
+    ended = job.status in (JobStatus.succeeded, JobStatus.failed)
+    if ended and not store.exists(JobKeys(job.id).document):
+        # A purge that began after the job was read has removed it: 410, as from now on.
+        refuse_if_purged(repository.reload_job(session, job.id) or job)
+        ended = False
+    if not ended:
         raise ApiError(
             409,
             "not_ready",
@@ -360,8 +363,10 @@ def get_page_markdown(
 ) -> PlainTextResponse:
     job = result_job(job_id, client, session)
     read_page(session, job, number, "Markdown")
-    body = store.get_bytes(JobKeys(job.id).page_markdown(number)).decode()
-    return PlainTextResponse(body, media_type="text/markdown; charset=utf-8")
+    stored = read_stored(session, store, job, JobKeys(job.id).page_markdown(number))
+    if stored is None:
+        raise ApiError(409, "page_not_ready", f"Page {number} has no Markdown stored.")
+    return PlainTextResponse(stored.decode(), media_type="text/markdown; charset=utf-8")
 
 
 def _client_job(session: SessionDep, client: Client, job_id: uuid.UUID) -> Job:
