@@ -14,6 +14,11 @@ from pagemill.storage import StorageUnavailable
 
 log = logging.getLogger(__name__)
 
+INTERNAL_ERROR_MESSAGE = (
+    "The server failed to handle the request; the failure is logged. Please try again "
+    "later, with the same Idempotency-Key for a submission."
+)
+
 # Seconds a client is asked to wait before sending again while object storage is down.
 STORAGE_RETRY_AFTER_S = 5
 
@@ -89,6 +94,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _storage_unavailable(_: Request, error: StorageUnavailable) -> JSONResponse:
         # Reads of results and pages: nothing was changed, so a retry is safe.
         return await _api_error(_, storage_unavailable_error(error, "the request failed"))
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_: Request, error: Exception) -> JSONResponse:
+        # Unforeseen: the server logs it with its traceback (Starlette raises it on after
+        # this answer), and the caller gets the same form as every other error, without
+        # the details, which may hold another client's data.
+        return JSONResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), 500)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -80,6 +80,7 @@ def test_a_failure_after_the_upload_is_stored_leaves_nothing(
     before = stored_objects(s3)
     response = _post(api_url, api_key, filename, key)
     assert response.status_code == 500, response.text
+    assert response.json()["error"]["code"] == "internal_error"
     assert count_rows("jobs") == 0
     assert stored_objects(s3) == before
     # The key is not left claimed: a retry is not told the request is still in flight.
@@ -99,5 +100,6 @@ def test_a_batch_whose_job_cannot_be_recorded_leaves_nothing(
         ]
         response = httpx.post(f"{api_url}/v1/batches", files=files, headers=headers, timeout=60)
         assert response.status_code == 500, (filename, response.text)
+        assert response.json()["error"]["code"] == "internal_error"
         assert count_rows("jobs") == 0 and count_rows("batches") == 0
         assert stored_objects(s3) == before, filename
