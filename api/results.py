@@ -88,11 +88,11 @@ def read_stored(session: Session, store: ObjectStore, job: Job, key: str) -> byt
     one will, not that the result never existed, nor a 500.
     """
     try:
-        if store.exists(key):
-            return store.get_bytes(key)
+        stored = store.get_bytes_if_stored(key)
     except Exception:
-        # Gone between the two calls: a purge's (410 below), or a failure of its own.
+        # A read the purge cut short (410 below), or a failure of its own.
         refuse_if_purged(repository.reload_job(session, job.id) or job)
         raise
-    refuse_if_purged(repository.reload_job(session, job.id) or job)
-    return None
+    if stored is None:
+        refuse_if_purged(repository.reload_job(session, job.id) or job)
+    return stored

@@ -44,6 +44,10 @@ _RETRYABLE_S3_CODES = frozenset(
 )
 
 
+# What S3 servers answer for a key that holds no object.
+_MISSING_CODES = frozenset({"NoSuchKey", "NoSuchObject", "NotFound"})
+
+
 class StorageUnavailable(Exception):
     """The object store cannot be reached or is failing; the operation may be retried."""
 
@@ -159,6 +163,20 @@ class ObjectStore:
 
     @_outages_as_unavailable
     def get_bytes(self, key: str) -> bytes:
+        return self._read(key)
+
+    @_outages_as_unavailable
+    def get_bytes_if_stored(self, key: str) -> bytes | None:
+        """get_bytes, or None when no object has the key: one request where asking
+        `exists` first would make two."""
+        try:
+            return self._read(key)
+        except S3Error as error:
+            if error.code in _MISSING_CODES:
+                return None
+            raise
+
+    def _read(self, key: str) -> bytes:
         response = self._client.get_object(self.bucket, key)
         try:
             return response.read()
@@ -183,7 +201,7 @@ class ObjectStore:
         try:
             self._client.stat_object(self.bucket, key)
         except S3Error as error:
-            if error.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+            if error.code in _MISSING_CODES:
                 return False
             raise
         return True

@@ -36,6 +36,11 @@ def start_pages_worker(stack: Stack) -> None:
     )
 
 
+def finalize_starts(job_id: str) -> int:
+    [(starts,)] = db_rows("SELECT finalize_attempts FROM jobs WHERE id = %s", job_id)
+    return int(starts)
+
+
 def every_page_succeeded(job_id: str, pages: int) -> bool:
     states = page_states(job_id)
     return len(states) == pages and all(state[1] == "succeeded" for state in states)
@@ -52,11 +57,7 @@ def test_an_s3_outage_during_finalize_is_ridden_out(stack_factory: Any) -> None:
     time.sleep(8)
     s3_proxy.cut()
     stack.start_worker()
-    wait_for(
-        lambda: db_rows("SELECT finalize_attempts FROM jobs WHERE id = %s", job_id)[0][0] > 0,
-        60,
-        "finalize to start",
-    )
+    wait_for(lambda: finalize_starts(job_id) > 0, 60, "finalize to start")
     time.sleep(S3_OUTAGE_S)
     s3_proxy.restore()
     status = wait_terminal(job_id, 120)
@@ -91,11 +92,7 @@ def test_a_finalize_lost_with_its_worker_is_started_again_when_its_lease_ends(
     wait_for(lambda: every_page_succeeded(job_id, 3), 90, "every page read")
     s3_proxy.cut()
     stack.start_worker()
-    wait_for(
-        lambda: db_rows("SELECT finalize_attempts FROM jobs WHERE id = %s", job_id)[0][0] > 0,
-        60,
-        "finalize to start",
-    )
+    wait_for(lambda: finalize_starts(job_id) > 0, 60, "finalize to start")
     # Its outage retry, waiting in the dead worker, is not redelivered before the
     # broker's visibility timeout (90 s): only the reaper can start finalize again.
     stack.kill_worker(signal.SIGKILL)
@@ -118,11 +115,7 @@ def test_a_finalize_whose_process_died_starts_again_before_its_lease_ends(
     )
     with stack.client() as client:
         job_id = submit(client, marked_pdf(tmp_path / "stalls.pdf", text=FINALIZE_STALLS_IN_PYTHON))
-    wait_for(
-        lambda: db_rows("SELECT finalize_attempts FROM jobs WHERE id = %s", job_id)[0][0] == 1,
-        90,
-        "finalize to start",
-    )
+    wait_for(lambda: finalize_starts(job_id) == 1, 90, "finalize to start")
     [child] = sockets.worker_tree(worker.pid).pool_children  # concurrency 1: the one stalling
     killed_at = time.monotonic()
     os.kill(child, signal.SIGKILL)
