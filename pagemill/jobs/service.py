@@ -473,7 +473,11 @@ def _check_licensed_capacity(
 
 
 def discard_source(store: ObjectStore, job_id: uuid.UUID) -> None:
-    store.delete_prefix(JobKeys(job_id).prefix + "/")
+    keys = JobKeys(job_id)
+    # The source by its key: a listing made a moment after the upload may not show it
+    # yet. Then whatever else is under the job (a cache hit's copied results).
+    store.remove_objects([keys.source])
+    store.delete_prefix(keys.prefix + "/")
 
 
 def discard_source_after_failure(store: ObjectStore, job_id: uuid.UUID) -> None:
