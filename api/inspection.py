@@ -27,8 +27,11 @@ class InspectionGate:
         self._slots = anyio.Semaphore(slots)
         self._wait_s = wait_s
 
-    async def inspect(self, path: Path, settings: Settings) -> DocumentInfo:
-        """The upload's kind and page count; raises DocumentRejected or InspectionBusy."""
+    async def inspect(
+        self, path: Path, settings: Settings, requested_engine: str | None = None
+    ) -> DocumentInfo:
+        """The upload's kind and page count, and its pages measured for the quote of a job
+        asking for `requested_engine`; raises DocumentRejected or InspectionBusy."""
         admitted = False
         with anyio.move_on_after(self._wait_s):
             await self._slots.acquire()
@@ -38,7 +41,7 @@ class InspectionGate:
                 f"no inspection slot came free within {self._wait_s:g} s: too many uploads at once"
             )
         try:
-            return await run_in_threadpool(inspect_untrusted, path, settings)
+            return await run_in_threadpool(inspect_untrusted, path, settings, requested_engine)
         finally:
             self._slots.release()
 

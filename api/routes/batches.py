@@ -87,7 +87,8 @@ async def submit_batch(
         with tempfile.TemporaryDirectory(prefix="pagemill-batch-") as workdir:
             try:
                 options, webhook_url = _options(form, settings)
-                documents = await _documents(form, Path(workdir), settings)
+                engine = options.engine or settings.default_engine
+                documents = await _documents(form, Path(workdir), settings, engine)
             except service.SubmissionRejected as rejected:
                 raise ApiError(rejected.http_status, rejected.code, rejected.message) from None
             except InspectionBusy as busy:
@@ -221,7 +222,9 @@ def _options(form: FormData, settings: Settings) -> tuple[service.SubmitOptions,
     return options, webhook_url
 
 
-async def _documents(form: FormData, workdir: Path, settings: Settings) -> list[BatchDocument]:
+async def _documents(
+    form: FormData, workdir: Path, settings: Settings, requested_engine: str
+) -> list[BatchDocument]:
     """Each document saved and inspected (uploads) or checked for form (URLs), in the
     order sent; one that cannot be used is kept as refused, to be reported in place."""
     files = [item for item in form.getlist("file") if isinstance(item, UploadFile)]
@@ -237,7 +240,7 @@ async def _documents(form: FormData, workdir: Path, settings: Settings) -> list[
             "in another batch.",
         )
     saved = [await _saved(upload, workdir / str(i), settings) for i, upload in enumerate(files)]
-    documents = await _inspect_all(saved, settings)
+    documents = await _inspect_all(saved, settings, requested_engine)
     for url in urls:
         try:
             documents.append(DocumentByUrl(service.check_source_url(url, settings)))
@@ -258,7 +261,7 @@ async def _saved(
 
 
 async def _inspect_all(
-    saved: list[service.SavedUpload | RefusedDocument], settings: Settings
+    saved: list[service.SavedUpload | RefusedDocument], settings: Settings, requested_engine: str
 ) -> list[BatchDocument]:
     """Each saved upload inspected, as many at once as the gate admits; a busy machine
     refuses the whole batch (InspectionBusy), never one document."""
@@ -270,7 +273,8 @@ async def _inspect_all(
         # A moment of contention should not cost the whole batch: a few tries each.
         for attempt in range(1, INSPECTION_TRIES + 1):
             try:
-                return UploadedDocument(upload, await gate.inspect(upload.path, settings))
+                info = await gate.inspect(upload.path, settings, requested_engine)
+                return UploadedDocument(upload, info)
             except InputRejected as rejected:
                 return RefusedDocument(upload.filename, rejected.code, rejected.message)
             except InspectionBusy:

@@ -162,7 +162,7 @@ async def submit_job(
                 # inspection: the key's claim above is committed, and so is authentication.
                 info = await get_inspection_gate(
                     settings.inspect_concurrency, settings.inspect_queue_wait_s
-                ).inspect(upload.path, settings)
+                ).inspect(upload.path, settings, options.engine or settings.default_engine)
                 job = await run_in_threadpool(
                     service.submit_job, session, store, settings, client, upload, options, info
                 )

@@ -149,7 +149,11 @@ def image_coverage(page: pymupdf.Page) -> float:
     return min(1.0, covered / page_area)
 
 
-def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
+def text_layer_facts(
+    page: pymupdf.Page, count_paths: bool = True, content_bytes: int | None = None
+) -> TextLayerFacts:
+    """The page's facts; `drawn_paths` left None unless `count_paths`. `content_bytes`:
+    the length of the page's content streams, when the caller has read them already."""
     layer = read_text_layer(page)
     trace, lines = layer.trace, layer.lines
     text_chars = trace.visible_chars + trace.invisible_chars
@@ -165,7 +169,7 @@ def text_layer_facts(page: pymupdf.Page) -> TextLayerFacts:
         text_lines=lines.count,
         side_by_side_share=lines.side_by_side_share,
         words=lines.words,
-        drawn_paths=drawn_paths(page),
+        drawn_paths=drawn_paths(page, content_bytes) if count_paths else None,
     )
 
 
@@ -288,15 +292,21 @@ DRAWN_PATHS_FACT = "drawn_paths"
 DRAWN_PATHS_MAX_CONTENT_BYTES = 1024**2
 
 
-def drawn_paths(page: pymupdf.Page) -> int | None:
+def drawn_paths(page: pymupdf.Page, content_bytes: int | None = None) -> int | None:
     """How many vector paths (lines, curves, filled shapes: rulings, frames, logos,
     diagrams) the page draws, as MuPDF lists them; None for a page past
     DRAWN_PATHS_MAX_CONTENT_BYTES. The layout analysis goes through every one of them
     (on the benchmark corpus a handbook page of 355 paths and 166 small images cost as
     much as an invoice with three tables), and its drawn tables are made of them. Under a
     millisecond on a typical page: a median of 0.7 ms on the corpus's 39 PDF pages, 8.9
-    on that handbook page."""
-    if len(page.read_contents()) > DRAWN_PATHS_MAX_CONTENT_BYTES:
+    on that handbook page.
+
+    `content_bytes`: the length of the page's content streams, when the caller has read
+    them already (joining a page's streams is not free: some writers add one for every
+    run of text)."""
+    if content_bytes is None:
+        content_bytes = len(page.read_contents())
+    if content_bytes > DRAWN_PATHS_MAX_CONTENT_BYTES:
         return None
     return len(page.get_cdrawings())
 

@@ -7,7 +7,7 @@ content type.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from PIL import Image, ImageSequence
 
 from pagemill.documents.facts import (
     TextLayerFacts,
+    drawn_paths,
     image_ink_blobs,
     image_ink_fraction,
     ink_blobs,
@@ -119,14 +120,21 @@ def sniff_file(path: Path) -> SourceKind:
 
 
 def inspect_document(
-    path: Path, max_page_side_pt: float = 14_400, max_image_pixels: int = 100_000_000
+    path: Path,
+    max_page_side_pt: float = 14_400,
+    max_image_pixels: int = 100_000_000,
+    requested_engine: str | None = None,
 ) -> DocumentInfo:
     """Open the file as its magic bytes say and check it can be rendered.
+
+    `requested_engine` is the engine the job asks for, when known: a PDF page it would
+    read from its text layer is then not drawn for its ink, which only OCR's price uses
+    (None: every measured page is drawn).
 
     Parses untrusted bytes: call it in a sandboxed child (`inspect_untrusted`)."""
     kind = sniff_file(path)
     if kind is SourceKind.pdf:
-        return _inspect_pdf(path, max_page_side_pt)
+        return _inspect_pdf(path, max_page_side_pt, requested_engine)
     page_count = _inspect_image(path, kind, max_image_pixels)
     frames = _measure_frames(path)
     return DocumentInfo(
@@ -138,7 +146,7 @@ def inspect_document(
     )
 
 
-def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
+def _inspect_pdf(path: Path, max_page_side_pt: float, requested_engine: str | None) -> DocumentInfo:
     try:
         document = pymupdf.open(str(path), filetype="pdf")
     except Exception as error:
@@ -165,7 +173,7 @@ def _inspect_pdf(path: Path, max_page_side_pt: float) -> DocumentInfo:
                     f"Page {index + 1} is {box.width:.0f} x {box.height:.0f} points; the "
                     f"largest page side accepted is {max_page_side_pt:.0f} points.",
                 )
-        measured = _measure_pages(document)
+        measured = _measure_pages(document, requested_engine)
         return DocumentInfo(
             kind=SourceKind.pdf,
             page_count=int(document.page_count),
@@ -214,7 +222,7 @@ class _Frames:
     sizes: tuple[tuple[float, float] | None, ...]
 
 
-def _measure_pages(document: pymupdf.Document) -> _Pages:
+def _measure_pages(document: pymupdf.Document, requested_engine: str | None) -> _Pages:
     deadline = time.monotonic() + FACTS_BUDGET_S
     measured = _Measured()
     sampled = measured_page_indexes(document.page_count)
@@ -222,7 +230,7 @@ def _measure_pages(document: pymupdf.Document) -> _Pages:
         if time.monotonic() > deadline:
             break
         if index in sampled:
-            _measure_page(document, index, deadline, measured)
+            _measure_page(document, index, deadline, measured, requested_engine)
         else:
             measured.add()
     return _Pages(tuple(measured.facts), tuple(measured.inks), tuple(measured.blobs))
@@ -238,20 +246,32 @@ def measured_page_indexes(page_count: int, most: int = MEASURED_PAGES_MAX) -> fr
 
 
 def _measure_page(
-    document: pymupdf.Document, index: int, deadline: float, measured: _Measured
+    document: pymupdf.Document,
+    index: int,
+    deadline: float,
+    measured: _Measured,
+    requested_engine: str | None,
 ) -> None:
     # The page renders (checked above); what cannot be measured of it is unknown.
+    # Each measure only where the quote will price the page by it: its paths where the
+    # text layer engine reads it, its ink where OCR does (both when the engine is not
+    # known).
     try:
         page = document.load_page(index)
-        if len(page.read_contents()) > FACTS_MAX_CONTENT_BYTES:
+        content_bytes = len(page.read_contents())
+        if content_bytes > FACTS_MAX_CONTENT_BYTES:
             measured.add()
             return
-        facts = text_layer_facts(page)
+        facts = text_layer_facts(page, count_paths=False)
+        by_text_layer = _read_from_text_layer(requested_engine, facts)
+        unknown = requested_engine is None
+        if by_text_layer or unknown:
+            facts = replace(facts, drawn_paths=drawn_paths(page, content_bytes))
     except Exception:
         measured.add()
         return
     # Drawing the page is the dearer half: left out once the budget is spent.
-    if time.monotonic() > deadline:
+    if time.monotonic() > deadline or (by_text_layer and not unknown):
         measured.add(facts)
         return
     try:
@@ -264,6 +284,13 @@ def _measure_page(
         measured.add(facts)
         return
     measured.add(facts, ink, blobs)
+
+
+def _read_from_text_layer(requested_engine: str | None, facts: TextLayerFacts) -> bool:
+    """Whether a job asking for `requested_engine` reads the page from its text layer
+    (None, an engine not known: as `auto` would)."""
+    requested = AUTO if requested_engine is None else requested_engine
+    return route_page(requested, facts, True, AUTO).engine == TEXT_LAYER_ENGINE
 
 
 def _measure_frames(path: Path) -> _Frames:
@@ -339,7 +366,9 @@ def _first_page_renders(document: pymupdf.Document) -> bool:
     return True
 
 
-def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
+def inspect_untrusted(
+    path: Path, settings: Settings, requested_engine: str | None = None
+) -> DocumentInfo:
     """inspect_document in a sandboxed child; a crash or hang rejects the upload, a
     child the machine was too busy to run raises InspectionBusy."""
     sniff_file(path)
@@ -347,6 +376,8 @@ def inspect_untrusted(path: Path, settings: Settings) -> DocumentInfo:
         settings.sandbox_memory_bytes, settings.sandbox_cpu_s, settings.inspect_timeout_s
     )
     args = [str(path), str(settings.max_page_side_pt), str(settings.max_image_pixels)]
+    if requested_engine is not None:
+        args.append(requested_engine)
     try:
         [line] = list(run_sandboxed("pagemill.documents.inspect_child", args, limits))
     except DocumentVerdict as verdict:

@@ -1,4 +1,5 @@
-"""Sandboxed child (see sandbox.run_sandboxed): args PATH MAX_SIDE_PT MAX_PIXELS."""
+"""Sandboxed child (see sandbox.run_sandboxed): args PATH MAX_SIDE_PT MAX_PIXELS
+[REQUESTED_ENGINE]."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pagemill.documents.sandbox import emit
 
 def run(args: list[str]) -> None:
     path, max_side_pt, max_pixels = args[0], float(args[1]), int(args[2])
+    requested_engine = args[3] if len(args) > 3 else None
     try:
-        info = inspect_document(Path(path), max_side_pt, max_pixels)
+        info = inspect_document(Path(path), max_side_pt, max_pixels, requested_engine)
     except DocumentRejected as rejected:
         emit({"error": rejected.code, "message": rejected.message, "status": rejected.http_status})
         return

@@ -1,0 +1,104 @@
+"""Inspection draws a page for its ink only where the job's engine would read the page by
+OCR: a page read from its text layer is priced by its lines, so drawing it would cost
+API CPU for nothing. The quote comes out the same either way."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pagemill.documents.inspect import inspect_document, inspect_untrusted
+from pagemill.settings import Settings
+from tests.accounting.test_quote import HISTORY_INKS, add_ocr_history, mixed_pdf, on_the_line
+from tests.accounting.test_quote_measures import add_history, text_cost
+
+BORN_DIGITAL = (1, 2, 3)  # mixed_pdf: the sample invoice's three pages, then a scan
+SCAN = 4
+
+
+@pytest.fixture()
+def mixed(tmp_path: Path) -> Path:
+    return mixed_pdf(tmp_path / "mixed.pdf")
+
+
+def inks(path: Path, requested_engine: str | None) -> dict[int, float | None]:
+    info = inspect_document(path, requested_engine=requested_engine)
+    return {number: info.ink_of(number) for number in range(1, info.page_count + 1)}
+
+
+def test_under_auto_only_the_page_bound_for_ocr_is_drawn(mixed: Path) -> None:
+    measured = inks(mixed, "auto")
+    assert all(measured[n] is None for n in BORN_DIGITAL)
+    assert measured[SCAN] is not None and measured[SCAN] > 0
+
+
+def test_a_job_that_asks_for_ocr_has_every_page_drawn(mixed: Path) -> None:
+    measured = inks(mixed, "rapidocr")
+    assert all(measured[n] is not None for n in (*BORN_DIGITAL, SCAN))
+    # The same measure as when the engine is not known.
+    assert measured == inks(mixed, None)
+
+
+def test_a_job_that_asks_for_the_text_layer_has_no_page_drawn(mixed: Path) -> None:
+    assert set(inks(mixed, "textlayer").values()) == {None}
+
+
+def test_the_sandboxed_inspection_passes_the_engine_on(mixed: Path) -> None:
+    auto = inspect_untrusted(mixed, Settings(), "auto")
+    assert auto.ink_of(1) is None and auto.ink_of(SCAN) is not None
+    unknown = inspect_untrusted(mixed, Settings())
+    assert unknown.ink_of(1) is not None
+
+
+@pytest.mark.parametrize("engine", ["auto", "rapidocr", "textlayer"])
+def test_the_quote_is_what_it_was_with_every_page_drawn(db: str, mixed: Path, engine: str) -> None:
+    from pagemill.accounting.quote import quote_usd
+    from pagemill.db.session import session_scope
+
+    add_ocr_history(HISTORY_INKS, on_the_line)
+    add_history(
+        "textlayer",
+        [{"cost_usd": text_cost(n), "facts": {"text_lines": n}} for n in (4, 16, 36, 64, 100)],
+    )
+    settings = Settings()
+    numbers = [1, 2, 3, 4]
+    with session_scope() as session:
+        for_engine = quote_usd(
+            session,
+            settings,
+            inspect_document(mixed, requested_engine=engine),
+            numbers,
+            engine,
+            "rapidocr",
+        )
+        every_page = quote_usd(
+            session, settings, inspect_document(mixed), numbers, engine, "rapidocr"
+        )
+    assert for_engine == every_page
+    assert for_engine > Decimal(0)
+
+
+def test_a_submitted_job_is_quoted_as_with_every_page_drawn(
+    api: httpx.Client, db: str, mixed: Path
+) -> None:
+    from pagemill.accounting.quote import quote_usd
+    from pagemill.db.session import session_scope
+
+    add_ocr_history(HISTORY_INKS, on_the_line)
+    settings = Settings()
+    for engine in ("auto", "rapidocr"):
+        response = api.post(
+            "/v1/jobs",
+            files={"file": (mixed.name, mixed.read_bytes(), "application/pdf")},
+            data={"engine": engine, "cache": "false"},
+        )
+        assert response.status_code == 202, response.text
+        ocr_engine = engine if engine != "auto" else settings.ocr_engine
+        with session_scope() as session:
+            expected = quote_usd(
+                session, settings, inspect_document(mixed), [1, 2, 3, 4], engine, ocr_engine
+            )
+        assert Decimal(response.json()["quote_usd"]) == expected
