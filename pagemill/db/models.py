@@ -246,6 +246,12 @@ class Page(TimestampMixin, Base):
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     engine_details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict, server_default="{}")
     error: Mapped[str | None] = mapped_column(Text)
+    # The page's Markdown, kept from its result until the job ends, so finalize
+    # assembles the document from the rows it reads anyway rather than fetching every
+    # page from S3 again (the page's object in S3 is what the API serves). Cleared when
+    # the job ends; None also for a page whose Markdown could not be kept here
+    # (worker.stages.ocr), which finalize reads from S3. Loaded only when asked for.
+    staged_markdown: Mapped[str | None] = mapped_column(Text, deferred=True)
 
     # Where and under which licence the page was processed. `license_use` is the job's,
     # copied so the database itself can refuse a commercial page on a basis that

@@ -29,7 +29,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB, insert
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker, undefer
 
 from pagemill.db.models import Batch, Client, IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
@@ -126,8 +126,13 @@ def _matches_text(needle: str) -> Any:
     )
 
 
-def list_pages(session: Session, job_id: uuid.UUID) -> list[Page]:
-    return list(session.scalars(select(Page).where(Page.job_id == job_id).order_by(Page.number)))
+def list_pages(
+    session: Session, job_id: uuid.UUID, with_staged_markdown: bool = False
+) -> list[Page]:
+    query = select(Page).where(Page.job_id == job_id).order_by(Page.number)
+    if with_staged_markdown:
+        query = query.options(undefer(Page.staged_markdown))
+    return list(session.scalars(query))
 
 
 def get_page(session: Session, page_id: int) -> Page | None:
@@ -645,7 +650,20 @@ def complete_job(
     won = result.one_or_none() is not None
     if won:
         _close_unfinished_pages(session, job_id, status, error_message)
+        clear_staged_markdown(session, job_id)
     return won
+
+
+def clear_staged_markdown(session: Session, job_id: uuid.UUID) -> None:
+    """Drop the Markdown the job's pages kept for finalize (Page.staged_markdown): the
+    job has ended, and S3 holds each page's own copy. No page can keep more after this:
+    its result write is fenced on `running`, which no page of an ended job is."""
+    session.execute(
+        update(Page)
+        .where(Page.job_id == job_id, Page.staged_markdown.is_not(None))
+        .values(staged_markdown=None)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def _close_unfinished_pages(

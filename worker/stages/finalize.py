@@ -52,7 +52,7 @@ def finalize_job(
         job = repository.get_job(session, job_id)
         if job is None or job.status is not JobStatus.running:
             return None
-        pages = repository.list_pages(session, job_id)
+        pages = repository.list_pages(session, job_id, with_staged_markdown=True)
         if not _all_pages_ended(job, pages):
             return None
         last_error = job.error_message
@@ -75,15 +75,7 @@ def finalize_job(
             won = lifecycle.end_job(session, job_id, JobStatus.failed, FINALIZE_FAILED, why)
         return JobStatus.failed if won else None
     keys = JobKeys(job_id)
-    markdown_by_page = [
-        (
-            page.number,
-            ctx.store.get_bytes(keys.page_markdown(page.number)).decode()
-            if page.status is PageStatus.succeeded
-            else None,
-        )
-        for page in pages
-    ]
+    markdown_by_page = [(page.number, _markdown_of(ctx, keys, page)) for page in pages]
     document = assemble_document(markdown_by_page, FurnitureMode(job.furniture))
     ctx.store.put_bytes(keys.document, document.markdown.encode(), "text/markdown")
     with repository.autocommit(ctx.sessions) as session:
@@ -114,6 +106,16 @@ def finalize_job(
         purge.discard_if_purged(ctx.sessions, ctx.store, job_id, written)
         return None
     return status
+
+
+def _markdown_of(ctx: StageContext, keys: JobKeys, page: Page) -> str | None:
+    """A succeeded page's Markdown: kept on its row by its result, or read from S3 where
+    it could not be (worker.stages.ocr.stageable_markdown)."""
+    if page.status is not PageStatus.succeeded:
+        return None
+    if page.staged_markdown is not None:
+        return page.staged_markdown
+    return ctx.store.get_bytes(keys.page_markdown(page.number)).decode()
 
 
 def _all_pages_ended(job: Job, pages: list[Page]) -> bool:

@@ -233,6 +233,20 @@ def _store_markdown(
     ctx.store.put_bytes(keys.page_markdown(claim.number), result.markdown.encode(), "text/markdown")
 
 
+# Markdown longer than this is not kept on the page's row for finalize (it reads such a
+# page from S3): rows stay small whatever a page holds. A page is a few thousand
+# characters; a dense one of small print under 20,000.
+STAGED_MARKDOWN_MAX_CHARS = 256 * 1024
+
+
+def stageable_markdown(markdown: str) -> str | None:
+    """The Markdown to keep on the page's row, or None: too long, or holding a NUL,
+    which Postgres text cannot store."""
+    if len(markdown) > STAGED_MARKDOWN_MAX_CHARS or "\x00" in markdown:
+        return None
+    return markdown
+
+
 def _store_blocks(ctx: StageContext, keys: JobKeys, page: _ClaimedPage, assessed: Assessed) -> None:
     blocks = page_blocks(assessed, page.facts)
     if blocks is not None:
@@ -275,6 +289,7 @@ def _record_success(
                 "engine": assessed.engine,
                 **page_charge(ctx.settings, seconds),
                 "output_chars": len(result.markdown),
+                "staged_markdown": stageable_markdown(result.markdown),
                 "prompt_tokens": result.prompt_tokens,
                 "output_tokens": result.output_tokens,
                 "finish_reason": result.finish_reason,
