@@ -13,7 +13,8 @@ import pytest
 from pagemill.documents.inspect import inspect_document, inspect_untrusted
 from pagemill.settings import Settings
 from tests.accounting.test_quote import HISTORY_INKS, add_ocr_history, mixed_pdf, on_the_line
-from tests.accounting.test_quote_measures import add_history, text_cost
+from tests.accounting.test_quote_measures import add_history
+from tests.accounting.test_quote_words import history as words_history
 
 BORN_DIGITAL = (1, 2, 3)  # mixed_pdf: the sample invoice's three pages, then a scan
 SCAN = 4
@@ -46,6 +47,23 @@ def test_a_job_that_asks_for_the_text_layer_has_no_page_drawn(mixed: Path) -> No
     assert set(inks(mixed, "textlayer").values()) == {None}
 
 
+def paths(path: Path, requested_engine: str | None) -> dict[int, int | None]:
+    info = inspect_document(path, requested_engine=requested_engine)
+    measured = {n: info.facts_of(n) for n in range(1, info.page_count + 1)}
+    return {n: None if facts is None else facts.drawn_paths for n, facts in measured.items()}
+
+
+def test_paths_are_counted_only_where_the_text_layer_engine_reads_the_page(
+    mixed: Path,
+) -> None:
+    under_auto = paths(mixed, "auto")
+    assert all(under_auto[n] is not None for n in BORN_DIGITAL)
+    assert under_auto[SCAN] is None
+    assert set(paths(mixed, "rapidocr").values()) == {None}
+    assert paths(mixed, "textlayer") == paths(mixed, None)
+    assert all(count is not None for count in paths(mixed, None).values())
+
+
 def test_the_sandboxed_inspection_passes_the_engine_on(mixed: Path) -> None:
     auto = inspect_untrusted(mixed, Settings(), "auto")
     assert auto.ink_of(1) is None and auto.ink_of(SCAN) is not None
@@ -59,10 +77,9 @@ def test_the_quote_is_what_it_was_with_every_page_drawn(db: str, mixed: Path, en
     from pagemill.db.session import session_scope
 
     add_ocr_history(HISTORY_INKS, on_the_line)
-    add_history(
-        "textlayer",
-        [{"cost_usd": text_cost(n), "facts": {"text_lines": n}} for n in (4, 16, 36, 64, 100)],
-    )
+    # Text layer pages whose cost runs with their words, rows and paths, so a page
+    # inspected without its paths would be priced otherwise.
+    add_history("textlayer", words_history())
     settings = Settings()
     numbers = [1, 2, 3, 4]
     with session_scope() as session:
