@@ -28,6 +28,7 @@ from pagemill.documents.facts import (
     image_ink_fraction,
     ink_blobs,
     ink_fraction,
+    page_pixmap,
     read_text_layer,
 )
 from pagemill.domain import SourceKind
@@ -116,7 +117,7 @@ def _render_pdf_pages(
             page_dpi = _dpi_within_budget(page.rect.width, page.rect.height, dpi, max_pixels)
             png, width, height, ink, blobs = None, None, None, None, None
             if outputs.image:
-                pixmap = page.get_pixmap(dpi=page_dpi, alpha=False)
+                pixmap = page_pixmap(page, page_dpi)
                 png, width, height = encode_png(pixmap), pixmap.width, pixmap.height
                 ink, blobs = ink_fraction(page), ink_blobs(page)
             lines = text_layer.lines

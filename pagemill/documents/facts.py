@@ -67,6 +67,39 @@ _TEXT_LAYER_FLAGS = pymupdf.TEXT_PRESERVE_LIGATURES | pymupdf.TEXT_PRESERVE_WHIT
 _DRAWN = 16 | 32
 
 
+def page_drawing(page: pymupdf.Page) -> pymupdf.DisplayList:
+    """The page's drawing as MuPDF records it (its display list), made once a page and
+    kept with it: each measure and the page image replay it rather than interpret the
+    page's content streams again. Drawing the text layer, the ink and the image of a
+    page from it gives what drawing the page each time gives, for a third of the CPU
+    (0.27 ms rather than 0.90 for the text of a letter page, 0.42 rather than 1.13 for
+    its ink, once the recording's 0.65 ms is paid)."""
+    drawing = getattr(page, "_pagemill_drawing", None)
+    if drawing is None:
+        drawing = page.get_displaylist()
+        page._pagemill_drawing = drawing  # type: ignore[attr-defined]
+    return drawing
+
+
+def page_pixmap(
+    page: pymupdf.Page, dpi: int, colorspace: pymupdf.Colorspace = pymupdf.csRGB
+) -> pymupdf.Pixmap:
+    """page.get_pixmap(dpi=dpi, colorspace=colorspace, alpha=False), from page_drawing."""
+    zoom = dpi / 72
+    return page_drawing(page).get_pixmap(
+        matrix=pymupdf.Matrix(zoom, zoom), colorspace=colorspace, alpha=False
+    )
+
+
+def _text_page(page: pymupdf.Page, flags: int) -> pymupdf.TextPage:
+    # Text is read from the page unturned (page.get_textpage takes its /Rotate off while
+    # it reads); the recorded drawing is of the page as turned, so a turned page is read
+    # the slow way.
+    if page.rotation:
+        return page.get_textpage(flags=flags)
+    return pymupdf.TextPage(page_drawing(page).get_textpage(flags=flags))
+
+
 def read_text_layer(page: pymupdf.Page) -> TextLayer:
     """The page's TextTrace and TextLines from one extraction of its text: reading the
     layer once a page, rather than tracing it for the characters and extracting its
@@ -76,7 +109,7 @@ def read_text_layer(page: pymupdf.Page) -> TextLayer:
     visible_by_direction: Counter[int] = Counter()
     extents: list[tuple[float, float]] = []
     page_box = tuple(page.rect)
-    text_page = page.get_textpage(flags=_TEXT_LAYER_FLAGS)
+    text_page = _text_page(page, _TEXT_LAYER_FLAGS)
     for block in text_page.extractDICT()["blocks"]:
         for line in block.get("lines", ()):
             turn = _quarter_turn(line["dir"])
@@ -244,7 +277,7 @@ def ink_fraction(page: pymupdf.Page) -> float:
     """The page's mean darkness drawn at INK_DPI or less, 0..1."""
     side_in = max(page.rect.width, page.rect.height) / 72
     dpi = max(1, min(INK_DPI, int(INK_MAX_SIDE_PX / side_in))) if side_in > 0 else INK_DPI
-    pixmap = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    pixmap = page_pixmap(page, dpi, pymupdf.csGRAY)
     return _darkness(pixmap.samples)
 
 
@@ -315,7 +348,7 @@ def ink_blobs(page: pymupdf.Page) -> int:
     """The page's ink blobs, drawn with its longer side at BLOB_MAX_SIDE_PX or less."""
     side_in = max(page.rect.width, page.rect.height) / 72
     dpi = max(1, int(BLOB_MAX_SIDE_PX / side_in)) if side_in > 0 else INK_DPI
-    pixmap = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    pixmap = page_pixmap(page, dpi, pymupdf.csGRAY)
     grey = np.frombuffer(pixmap.samples, dtype=np.uint8)
     return _count_blobs(grey.reshape(pixmap.height, pixmap.width))
 
