@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
+from fastapi import Path as FastApiPath
+from pydantic import BeforeValidator
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError, invalid_request_message
@@ -33,6 +35,21 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 MAX_OFFSET = 1_000_000
 OffsetQuery = Annotated[
     int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip, at most 1,000,000.")
+]
+MAX_PAGE_NUMBER = 1_000_000
+
+
+def _digits_only(value: object) -> object:
+    # Pydantic's lax integers would read "1.0" as page 1 and "1_0" as page 10, and a
+    # wrong page answered is worse than a refusal.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("a page number is written in digits only, such as 3")
+    return value
+
+
+# A page number in a path: 1-based, digits only.
+PageNumberPath = Annotated[
+    int, FastApiPath(ge=1, le=MAX_PAGE_NUMBER), BeforeValidator(_digits_only)
 ]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[ObjectStore, Depends(get_object_store)]

@@ -12,13 +12,13 @@ from pathlib import Path as FsPath
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from api.console.auth import FormUserDep, UserDep
 from api.console.errors import ConsoleError
 from api.console.render import markdown_html, render
-from api.deps import MAX_OFFSET, SessionDep, SettingsDep, StoreDep
+from api.deps import MAX_OFFSET, PageNumberPath, SessionDep, SettingsDep, StoreDep
 from pagemill.clients.repository import list_clients
 from pagemill.db.models import Job
 from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
@@ -227,7 +227,7 @@ def job_page(
 @router.get("/jobs/{job_id}/pages/{number}/image")
 def page_image(
     job_id: uuid.UUID,
-    number: Annotated[int, Path(ge=1, le=1_000_000)],
+    number: PageNumberPath,
     _user: UserDep,
     session: SessionDep,
     store: StoreDep,

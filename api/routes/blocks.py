@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
 from fastapi import APIRouter, Response
-from fastapi import Path as FastApiPath
 
-from api.deps import ClientDep, SessionDep, StoreDep
+from api.deps import ClientDep, PageNumberPath, SessionDep, StoreDep
 from api.errors import ApiError
 from api.results import read_page, read_stored, result_job
 from pagemill.db.models import Page
@@ -34,7 +32,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 )
 def get_page_blocks(
     job_id: uuid.UUID,
-    number: Annotated[int, FastApiPath(ge=1, le=1_000_000)],
+    number: PageNumberPath,
     client: ClientDep,
     session: SessionDep,
     store: StoreDep,

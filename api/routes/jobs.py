@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Header, Query, Response, UploadFile
-from fastapi import Path as FastApiPath
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from sqlalchemy.orm import Session
 
-from api.deps import ClientDep, OffsetQuery, SessionDep, SettingsDep, StoreDep
+from api.deps import ClientDep, OffsetQuery, PageNumberPath, SessionDep, SettingsDep, StoreDep
 from api.errors import ApiError, storage_unavailable_error
 from api.inspection import busy_error, get_inspection_gate
 from api.purging import PurgeOut, purge_now
@@ -356,7 +355,7 @@ def get_document_markdown(
 @router.get("/{job_id}/pages/{number}/markdown", response_class=PlainTextResponse)
 def get_page_markdown(
     job_id: uuid.UUID,
-    number: Annotated[int, FastApiPath(ge=1, le=1_000_000)],
+    number: PageNumberPath,
     client: ClientDep,
     session: SessionDep,
     store: StoreDep,

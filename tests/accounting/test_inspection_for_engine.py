@@ -4,8 +4,11 @@ API CPU for nothing. The quote comes out the same either way."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +18,8 @@ from pagemill.settings import Settings
 from tests.accounting.test_quote import HISTORY_INKS, add_ocr_history, mixed_pdf, on_the_line
 from tests.accounting.test_quote_measures import add_history
 from tests.accounting.test_quote_words import history as words_history
+from tests.conftest import RUN_ID, TMP_ROOT, make_client_key
+from tests.support import services
 
 BORN_DIGITAL = (1, 2, 3)  # mixed_pdf: the sample invoice's three pages, then a scan
 SCAN = 4
@@ -98,24 +103,43 @@ def test_the_quote_is_what_it_was_with_every_page_drawn(db: str, mixed: Path, en
     assert for_engine > Decimal(0)
 
 
+@pytest.fixture(scope="module")
+def unserved_api(database_url: str, redis_client: Any, s3: Any) -> Iterator[str]:
+    """An API whose queues no worker reads: the jobs it takes stay queued, so the pages
+    of one cannot become history that prices the next."""
+    port = services.free_port()
+    env = {
+        **os.environ,
+        "PAGEMILL_QUEUE_PREFIX": f"t{RUN_ID}unserved-",
+        "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}",
+    }
+    api = services.start_api(env, TMP_ROOT / "unserved-api.log", port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        services.stop(api)
+
+
 def test_a_submitted_job_is_quoted_as_with_every_page_drawn(
-    api: httpx.Client, db: str, mixed: Path
+    unserved_api: str, db: str, mixed: Path
 ) -> None:
     from pagemill.accounting.quote import quote_usd
     from pagemill.db.session import session_scope
 
     add_ocr_history(HISTORY_INKS, on_the_line)
     settings = Settings()
-    for engine in ("auto", "rapidocr"):
-        response = api.post(
-            "/v1/jobs",
-            files={"file": (mixed.name, mixed.read_bytes(), "application/pdf")},
-            data={"engine": engine, "cache": "false"},
-        )
-        assert response.status_code == 202, response.text
-        ocr_engine = engine if engine != "auto" else settings.ocr_engine
-        with session_scope() as session:
-            expected = quote_usd(
-                session, settings, inspect_document(mixed), [1, 2, 3, 4], engine, ocr_engine
+    headers = {"Authorization": f"Bearer {make_client_key()}"}
+    with httpx.Client(base_url=unserved_api, headers=headers) as api:
+        for engine in ("auto", "rapidocr"):
+            response = api.post(
+                "/v1/jobs",
+                files={"file": (mixed.name, mixed.read_bytes(), "application/pdf")},
+                data={"engine": engine, "cache": "false"},
             )
-        assert Decimal(response.json()["quote_usd"]) == expected
+            assert response.status_code == 202, response.text
+            ocr_engine = engine if engine != "auto" else settings.ocr_engine
+            with session_scope() as session:
+                expected = quote_usd(
+                    session, settings, inspect_document(mixed), [1, 2, 3, 4], engine, ocr_engine
+                )
+            assert Decimal(response.json()["quote_usd"]) == expected

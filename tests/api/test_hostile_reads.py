@@ -85,6 +85,11 @@ REFUSALS: list[tuple[str, str, str, str, int, str]] = [
     ),
     ("page 1e3", "GET", "/v1/jobs/{job}/pages/1e3/markdown", "own", 422, "invalid_request"),
     ("page NaN", "GET", "/v1/jobs/{job}/pages/NaN/blocks", "own", 422, "invalid_request"),
+    # Integers as Python writes them are not page numbers: 1.0 was page 1, 1_0 page 10.
+    ("page 1.0", "GET", "/v1/jobs/{job}/pages/1.0/markdown", "own", 422, "invalid_request"),
+    ("page 1_0", "GET", "/v1/jobs/{job}/pages/1_0/blocks", "own", 422, "invalid_request"),
+    ("page +1", "GET", "/v1/jobs/{job}/pages/+1/markdown", "own", 422, "invalid_request"),
+    ("page spaced", "GET", "/v1/jobs/{job}/pages/%201/markdown", "own", 422, "invalid_request"),
     (
         "page Arabic-Indic 1",
         "GET",
