@@ -188,13 +188,19 @@ class ObjectStore:
     def download_file(self, key: str, path: Path) -> None:
         self._client.fget_object(self.bucket, key, str(path))
 
-    def iter_chunks(self, key: str, chunk_bytes: int = 64 * 1024) -> Iterator[bytes]:
-        response = self._client.get_object(self.bucket, key)
+    @_outages_as_unavailable
+    def open_chunks(self, key: str, chunk_bytes: int = 64 * 1024) -> Iterator[bytes] | None:
+        """The object's bytes in chunks, from a request S3 has already answered, or None
+        when no object has the key: a missing object is known before anything is sent
+        on, in one request where asking `exists` first would make two (and leave the
+        object time to go between them)."""
         try:
-            yield from response.stream(chunk_bytes)
-        finally:
-            response.close()
-            response.release_conn()
+            response = self._client.get_object(self.bucket, key)
+        except S3Error as error:
+            if error.code in _MISSING_CODES:
+                return None
+            raise
+        return _chunks_of(response, chunk_bytes)
 
     @_outages_as_unavailable
     def exists(self, key: str) -> bool:
@@ -264,3 +270,11 @@ def _make_client(settings: Settings) -> Minio:
 @lru_cache(maxsize=1)
 def get_object_store() -> ObjectStore:
     return ObjectStore(get_settings())
+
+
+def _chunks_of(response: urllib3.BaseHTTPResponse, chunk_bytes: int) -> Iterator[bytes]:
+    try:
+        yield from response.stream(chunk_bytes)
+    finally:
+        response.close()
+        response.release_conn()

@@ -337,19 +337,19 @@ def get_document_markdown(
 ) -> StreamingResponse:
     job = result_job(job_id, client, session)
     ended = job.status in (JobStatus.succeeded, JobStatus.failed)
-    if ended and not store.exists(JobKeys(job.id).document):
+    # Opened before the answer starts: once it has, a missing object could only cut the
+    # body short under a 200.
+    chunks = store.open_chunks(JobKeys(job.id).document) if ended else None
+    if ended and chunks is None:
         # A purge that began after the job was read has removed it: 410, as from now on.
         refuse_if_purged(repository.reload_job(session, job.id) or job)
-        ended = False
-    if not ended:
+    if chunks is None:
         raise ApiError(
             409,
             "not_ready",
             f"The document's Markdown is not ready; the job is {job.status.value}.",
         )
-    return StreamingResponse(
-        store.iter_chunks(JobKeys(job.id).document), media_type="text/markdown; charset=utf-8"
-    )
+    return StreamingResponse(chunks, media_type="text/markdown; charset=utf-8")
 
 
 @router.get("/{job_id}/pages/{number}/markdown", response_class=PlainTextResponse)

@@ -427,8 +427,12 @@ def test_reads_and_purges_at_once_give_only_results_or_410(
 ) -> None:
     """Many readers while the job is purged twice at once: each read gets the result or
     410, each purge 200."""
-    paths = [f"/v1/jobs/{job_id}/pages/1/blocks", f"/v1/jobs/{job_id}/invoice"]
-    bodies = {paths[0]: PAGE_BLOCKS, paths[1]: INVOICE}
+    paths = [
+        f"/v1/jobs/{job_id}/pages/1/blocks",
+        f"/v1/jobs/{job_id}/invoice",
+        f"/v1/jobs/{job_id}/markdown",
+    ]
+    bodies = {paths[0]: PAGE_BLOCKS, paths[1]: INVOICE, paths[2]: DOCUMENT}
     seen: list[tuple[str, int, bytes]] = []
     stop = threading.Event()
 
