@@ -63,16 +63,8 @@ def test_finalize_assembles_what_the_rows_kept_and_the_rows_are_then_cleared(
     from worker.stages.context import StageContext
     from worker.stages.finalize import finalize_job
 
-    pdf = make_text_pdf(tmp_path / "pages.pdf", PAGES).read_bytes()
-    headers = {"Authorization": f"Bearer {make_client_key()}"}
-    with httpx.Client(base_url=without_finalize, headers=headers, timeout=60) as client:
-        response = client.post(
-            "/v1/jobs",
-            files={"file": ("pages.pdf", pdf, "application/pdf")},
-            data={"engine": "auto", "cache": "false"},
-        )
-        assert response.status_code == 202, response.text
-    job_id = uuid.UUID(response.json()["id"])
+    with _client(without_finalize) as client:
+        job_id = _submit(client, tmp_path)
     staged = _rows_once_all_succeeded(job_id)
 
     # Each row holds exactly the page's Markdown as stored in S3 and served.
@@ -105,16 +97,8 @@ def test_finalize_assembles_what_the_rows_kept_and_the_rows_are_then_cleared(
 def test_a_job_that_ends_otherwise_keeps_no_markdown_either(
     without_finalize: str, db: str, tmp_path: Path
 ) -> None:
-    pdf = make_text_pdf(tmp_path / "pages.pdf", PAGES).read_bytes()
-    headers = {"Authorization": f"Bearer {make_client_key()}"}
-    with httpx.Client(base_url=without_finalize, headers=headers, timeout=60) as client:
-        response = client.post(
-            "/v1/jobs",
-            files={"file": ("pages.pdf", pdf, "application/pdf")},
-            data={"engine": "auto", "cache": "false"},
-        )
-        assert response.status_code == 202, response.text
-        job_id = uuid.UUID(response.json()["id"])
+    with _client(without_finalize) as client:
+        job_id = _submit(client, tmp_path)
         assert len(_rows_once_all_succeeded(job_id)) == PAGES
         cancelled = client.delete(f"/v1/jobs/{job_id}")
         assert cancelled.status_code == 200, cancelled.text
@@ -122,6 +106,23 @@ def test_a_job_that_ends_otherwise_keeps_no_markdown_either(
     assert sql(
         "SELECT count(*) FROM pages WHERE job_id = %s AND staged_markdown IS NOT NULL", job_id
     ) == [(0,)]
+
+
+def _client(base_url: str) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {make_client_key()}"}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=60)
+
+
+def _submit(client: httpx.Client, folder: Path) -> uuid.UUID:
+    """A born-digital document of PAGES pages, read from its text layer."""
+    pdf = make_text_pdf(folder / "pages.pdf", PAGES).read_bytes()
+    response = client.post(
+        "/v1/jobs",
+        files={"file": ("pages.pdf", pdf, "application/pdf")},
+        data={"engine": "auto", "cache": "false"},
+    )
+    assert response.status_code == 202, response.text
+    return uuid.UUID(response.json()["id"])
 
 
 def _rows_once_all_succeeded(job_id: uuid.UUID) -> list[tuple[int, str | None]]:
