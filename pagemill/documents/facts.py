@@ -182,11 +182,8 @@ def image_coverage(page: pymupdf.Page) -> float:
     return min(1.0, covered / page_area)
 
 
-def text_layer_facts(
-    page: pymupdf.Page, count_paths: bool = True, content_bytes: int | None = None
-) -> TextLayerFacts:
-    """The page's facts; `drawn_paths` left None unless `count_paths`. `content_bytes`:
-    the length of the page's content streams, when the caller has read them already."""
+def text_layer_facts(page: pymupdf.Page, count_paths: bool = True) -> TextLayerFacts:
+    """The page's facts; `drawn_paths` left None unless `count_paths`."""
     layer = read_text_layer(page)
     trace, lines = layer.trace, layer.lines
     text_chars = trace.visible_chars + trace.invisible_chars
@@ -202,7 +199,7 @@ def text_layer_facts(
         text_lines=lines.count,
         side_by_side_share=lines.side_by_side_share,
         words=lines.words,
-        drawn_paths=drawn_paths(page, content_bytes) if count_paths else None,
+        drawn_paths=drawn_paths(page) if count_paths else None,
     )
 
 
