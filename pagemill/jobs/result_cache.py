@@ -35,7 +35,7 @@ from pagemill.documents.pagerange import canonical_page_selection
 from pagemill.domain import JobStatus, LicenseUse, PageStatus
 from pagemill.engines import catalog
 from pagemill.jobs import lifecycle, repository
-from pagemill.jobs.summaries import build_manifest
+from pagemill.jobs.summaries import build_manifest, manifest_json
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys, ObjectStore, StorageUnavailable
 from pagemill.workers import registry as workers
@@ -141,7 +141,7 @@ def reuse(session: Session, store: ObjectStore, job: Job, hit: CacheHit) -> bool
         pages = _copy_objects(store, hit, job.id, copied)
         manifest_key = JobKeys(job.id).manifest
         manifest = build_manifest(job, pages)
-        store.put_bytes(manifest_key, json.dumps(manifest, indent=2).encode(), "application/json")
+        store.put_bytes(manifest_key, manifest_json(manifest), "application/json")
         copied.append(manifest_key)
         # FOR SHARE until commit: the earlier job's purge cannot begin before this job is
         # recorded, so a purge that began before this point shows here.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from pagemill.db.models import Job, Page
 from pagemill.jobs.metadata import renderable_metadata
 from pagemill.quality.score import Verdict, job_score, job_verdict
@@ -26,6 +28,11 @@ def build_manifest(job: Job, pages: list[Page]) -> dict[str, Any]:
         "quality": job_quality(pages),
         "pages": [page_summary(page) for page in pages],
     }
+
+
+def manifest_json(manifest: dict[str, Any]) -> bytes:
+    """manifest.json's bytes: indented for people, UTF-8 unescaped."""
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
 
 
 def page_summary(page: Page) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from pagemill.db.models import Job
 from pagemill.domain import LicenseUse, SourceKind
 from pagemill.jobs.metadata import MAX_METADATA_DEPTH, MetadataRejected, parse_metadata
-from pagemill.jobs.summaries import build_manifest
+from pagemill.jobs.summaries import build_manifest, manifest_json
 
 
 def nested(depth: int) -> dict[str, object]:
@@ -68,4 +68,22 @@ def test_the_manifest_of_a_job_stored_before_the_limits_still_writes() -> None:
     )
     manifest = build_manifest(job, [])
     assert manifest["metadata"] == {}
-    json.dumps(manifest)
+    assert json.loads(manifest_json(manifest))["metadata"] == {}
+
+
+def test_the_manifest_is_indented_utf8_and_keeps_the_deepest_metadata_allowed() -> None:
+    job = Job(
+        id=uuid.uuid4(),
+        license_use=LicenseUse.non_commercial,
+        caller_metadata={"client": "Müller & Søn", "deep": nested(MAX_METADATA_DEPTH - 1)},
+        source_filename="Rechnung Nr. 7 — März.pdf",
+        source_kind=SourceKind.pdf,
+        source_sha256="0" * 64,
+        document_pages=1,
+        furniture="separate",
+    )
+    manifest = build_manifest(job, [])
+    written = manifest_json(manifest)
+    assert json.loads(written) == json.loads(json.dumps(manifest))
+    assert "Rechnung Nr. 7 — März.pdf".encode() in written
+    assert written.startswith(b'{\n  "job_id": ')

@@ -15,7 +15,6 @@ nothing, so they cannot use up the cap while one start waits out an S3 outage.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import timedelta
@@ -25,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from pagemill.db.models import Job, Page
 from pagemill.domain import TERMINAL_PAGE_STATUSES, JobStatus, PageStatus
 from pagemill.jobs import lifecycle, purge, repository
-from pagemill.jobs.summaries import build_manifest
+from pagemill.jobs.summaries import build_manifest, manifest_json
 from pagemill.quality.furniture import FurnitureMode
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
@@ -82,7 +81,7 @@ def finalize_job(
         repository.record_page_furniture(session, job_id, document.furniture)
         pages = repository.list_pages(session, job_id)
     manifest = build_manifest(job, pages)
-    ctx.store.put_bytes(keys.manifest, json.dumps(manifest, indent=2).encode(), "application/json")
+    ctx.store.put_bytes(keys.manifest, manifest_json(manifest), "application/json")
     if job.extract == "invoice":
         succeeded = [page.number for page in pages if page.status is PageStatus.succeeded]
         store_invoice(ctx.store, job_id, succeeded)
