@@ -10,7 +10,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,7 +20,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 
 from pagemill import redis_transport
-from pagemill.domain import LicenseUse, Stage
+from pagemill.domain import LicenseUse, QueuedPage, Stage
 from pagemill.engines.catalog import ocr_stage
 from pagemill.settings import Settings, get_settings
 
@@ -100,10 +100,32 @@ def publish_ocr(
     queue = settings.queue(ocr_stage(engine, license_use))
     get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s, queue=queue)
     # Set after the publish: a marker with no message would hold the reaper off a lost page.
+    _mark_pending([page_id])
+
+
+def publish_ocr_pages(pages: Sequence[QueuedPage]) -> None:
+    """publish_ocr for many pages, at once: their messages go to Redis in one round
+    trip (kombu's producer batch), then their pending markers in another."""
+    if not pages:
+        return
+    settings = get_settings()
+    app = get_celery()
+    with app.producer_or_acquire() as producer, producer.batch():
+        for page in pages:
+            queue = settings.queue(ocr_stage(page.engine, page.license_use))
+            app.send_task(OCR_TASK, args=[page.page_id], queue=queue, producer=producer)
+    _mark_pending([page.page_id for page in pages])
+
+
+def _mark_pending(page_ids: Sequence[int]) -> None:
+    expires_s = get_settings().broker_visibility_timeout_s
     try:
-        _markers().set(_pending_key(page_id), 1, ex=settings.broker_visibility_timeout_s)
+        pipeline = _markers().pipeline(transaction=False)
+        for page_id in page_ids:
+            pipeline.set(_pending_key(page_id), 1, ex=expires_s)
+        pipeline.execute()
     except redis.RedisError as error:
-        log.warning("page %s: published, but not marked pending: %s", page_id, error)
+        log.warning("pages %s: published, but not marked pending: %s", list(page_ids), error)
 
 
 # --- Pending OCR messages. The reaper republishes a page only when no message for it

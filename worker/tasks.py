@@ -31,6 +31,7 @@ from pagemill.queue import (
     ocr_message_taken,
     publish_finalize,
     publish_ocr,
+    publish_ocr_pages,
     publish_prepare,
 )
 from pagemill.settings import get_settings
@@ -69,7 +70,7 @@ def _context() -> StageContext:
 @app.task(name=PREPARE_TASK, bind=True, max_retries=get_settings().outage_retries)
 def prepare(task: Task, job_id: str) -> None:
     try:
-        prepare_job(_context(), uuid.UUID(job_id), publish_ocr)
+        prepare_job(_context(), uuid.UUID(job_id), publish_ocr_pages)
     except PrepareRetry as error:
         raise task.retry(exc=error, countdown=5) from error
     except OUTAGES as error:

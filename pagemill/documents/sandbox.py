@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -67,8 +67,19 @@ class DocumentVerdict(Exception):
         self.http_status = http_status
 
 
-def run_sandboxed(module: str, args: list[str], limits: Limits) -> Iterator[dict[str, Any]]:
-    """Run `module.run(args)` in a limited child; yield its JSON lines as they come."""
+@dataclass(frozen=True)
+class Idle:
+    """What to do while the child is silent: `call` after each `seconds` without a line."""
+
+    seconds: float
+    call: Callable[[], None]
+
+
+def run_sandboxed(
+    module: str, args: list[str], limits: Limits, idle: Idle | None = None
+) -> Iterator[dict[str, Any]]:
+    """Run `module.run(args)` in a limited child; yield its JSON lines as they come.
+    An exception `idle.call` raises comes out of the iteration, as the child is killed."""
     data_r, data_w = os.pipe()
     status_r, status_w = os.pipe()
     try:
@@ -93,7 +104,7 @@ def run_sandboxed(module: str, args: list[str], limits: Limits) -> Iterator[dict
     child_done = False
     with os.fdopen(data_r, "rb") as data, os.fdopen(status_r, "rb") as status:
         try:
-            for line in _lines_until(data, deadline):
+            for line in _lines_until(data, deadline, idle):
                 if line is None:
                     timed_out = True
                     break
@@ -120,11 +131,18 @@ def run_sandboxed(module: str, args: list[str], limits: Limits) -> Iterator[dict
         raise SandboxFailed(_describe_exit(exit_code, crash))
 
 
-def _lines_until(data: IO[bytes], deadline: float) -> Iterator[dict[str, Any] | None]:
+def _lines_until(
+    data: IO[bytes], deadline: float, idle: Idle | None
+) -> Iterator[dict[str, Any] | None]:
     """The child's lines; None once the deadline passes first."""
     while True:
-        ready, _, _ = select.select([data], [], [], max(0.0, deadline - time.monotonic()))
+        left = max(0.0, deadline - time.monotonic())
+        wait = left if idle is None else min(left, idle.seconds)
+        ready, _, _ = select.select([data], [], [], wait)
         if not ready:
+            if idle is not None and wait < left:
+                idle.call()
+                continue
             yield None
             return
         raw = data.readline()

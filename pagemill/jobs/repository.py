@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +26,7 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB, insert
@@ -197,51 +198,81 @@ def insert_page(session: Session, values: dict[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
-class PageRecorded:
-    """What recording a prepared page found."""
+class PagesRecorded:
+    """What recording a batch of prepared pages found."""
 
     job_running: bool  # False: the job ended (or was never started); nothing recorded
     purge_started: bool
-    page_id: int | None  # None when not recorded, or when an earlier attempt recorded it
+    # The id of each page this batch recorded, by number; a page an earlier attempt
+    # recorded is not among them.
+    page_ids: dict[int, int]
 
 
-def record_page(session: Session, values: dict[str, Any]) -> PageRecorded:
-    """insert_page, with the job's state and purge fence read in the same statement.
+def record_pages(
+    session: Session, job_id: uuid.UUID, rows: Sequence[dict[str, Any]]
+) -> PagesRecorded:
+    """insert_page for a batch of the job's pages (each row the same columns, job_id
+    left out), with the job's state and purge fence read in the same statement.
 
     The job row is locked FOR SHARE by the statement, as insert_page locks it: a
     transaction ending the job waits for it, or it sees the job ended and inserts
-    nothing, so complete_job's closing of the job's pages cannot miss this one."""
-    params = {f"v_{name}": value for name, value in values.items()}
-    row = _run_built(session, _record_page_statement(tuple(values)), params)
-    if row is None:
-        return PageRecorded(job_running=False, purge_started=False, page_id=None)
-    return PageRecorded(
-        job_running=row[0] is JobStatus.running, purge_started=bool(row[1]), page_id=row[2]
+    nothing, so complete_job's closing of the job's pages cannot miss these."""
+    columns = tuple(rows[0])
+    params: dict[str, Any] = {"job_id": job_id}
+    for index, row in enumerate(rows):
+        params.update({f"v{index}_{name}": value for name, value in row.items()})
+    found = _run_built(session, _record_pages_statement(columns, len(rows)), params)
+    if found is None:
+        return PagesRecorded(job_running=False, purge_started=False, page_ids={})
+    return PagesRecorded(
+        job_running=found[0] is JobStatus.running,
+        purge_started=bool(found[1]),
+        page_ids={int(number): int(page_id) for number, page_id in found[2] or ()},
     )
 
 
 @functools.cache
-def _record_page_statement(columns: tuple[str, ...]) -> Any:
-    """record_page's statement for these columns, built once (see `_take_page_statement`);
-    each column's value is bound at the call as `v_<column>`."""
+def _record_pages_statement(columns: tuple[str, ...], count: int) -> Any:
+    """record_pages' statement for `count` rows of these columns, built once (see
+    `_take_page_statement`); row i's values are bound as `v<i>_<column>`. Each value is
+    cast to its column's type: the rows are a UNION, which would otherwise read them
+    as text."""
     table = Page.__table__
     job = (
-        select(Job.status, Job.purged_at)
-        .where(Job.id == bindparam("v_job_id", type_=table.c["job_id"].type))
+        select(Job.id, Job.status, Job.purged_at)
+        .where(Job.id == bindparam("job_id", type_=table.c["job_id"].type))
         .with_for_update(read=True)
         .cte("job")
     )
-    row_values = [bindparam(f"v_{name}", type_=table.c[name].type) for name in columns]
+
+    def row(index: int) -> Any:
+        return select(
+            *[
+                cast(
+                    bindparam(f"v{index}_{name}", type_=table.c[name].type), table.c[name].type
+                ).label(name)
+                for name in columns
+            ]
+        )
+
+    rows: Any = row(0) if count == 1 else union_all(*[row(i) for i in range(count)])
+    given = rows.subquery("v")
     inserted = (
         insert(Page)
-        .from_select(list(columns), select(*row_values).where(job.c.status == JobStatus.running))
+        .from_select(
+            ["job_id", *columns],
+            select(job.c.id, *[given.c[name] for name in columns]).select_from(
+                given.join(job, job.c.status == JobStatus.running)
+            ),
+        )
         .on_conflict_do_nothing(index_elements=["job_id", "number"])
-        .returning(Page.id)
+        .returning(Page.number, Page.id)
         .cte("inserted")
     )
-    return select(
-        job.c.status, job.c.purged_at.is_not(None), select(inserted.c.id).scalar_subquery()
-    )
+    recorded = select(
+        func.json_agg(func.json_build_array(inserted.c.number, inserted.c.id))
+    ).scalar_subquery()
+    return select(job.c.status, job.c.purged_at.is_not(None), recorded)
 
 
 def page_numbers(session: Session, job_id: uuid.UUID) -> set[int]:

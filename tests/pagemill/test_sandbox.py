@@ -13,6 +13,7 @@ import pytest
 from pagemill.documents import sandbox
 from pagemill.documents.sandbox import (
     DocumentVerdict,
+    Idle,
     Limits,
     SandboxFailed,
     SandboxStarved,
@@ -52,6 +53,23 @@ def test_a_hang_is_killed_at_the_wall_clock_limit() -> None:
             lines.append(line)
     assert lines == [{"started": True}]
     assert time.monotonic() - started < 30
+    _assert_no_sandbox_children_left()
+
+
+def test_a_silent_child_is_looked_away_from_and_an_error_there_stops_it() -> None:
+    looked: list[float] = []
+
+    def look() -> None:
+        looked.append(time.monotonic())
+        if len(looked) == 3:
+            raise RuntimeError("stopped while the child was silent")
+
+    lines = []
+    with pytest.raises(RuntimeError, match="stopped while the child was silent"):
+        for line in run_sandboxed(CHILD, ["hang"], GENEROUS, Idle(0.05, look)):
+            lines.append(line)
+    assert lines == [{"started": True}]
+    assert len(looked) == 3
     _assert_no_sandbox_children_left()
 
 

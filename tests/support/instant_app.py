@@ -25,9 +25,11 @@ from worker.engines import registry
 from worker.stages import prepare
 
 
-def _render_in_process(module: str, args: list[str], limits: Any) -> Iterator[dict[str, Any]]:
+def _render_in_process(
+    module: str, args: list[str], limits: Any, idle: Any = None
+) -> Iterator[dict[str, Any]]:
     if module != "worker.render_child":
-        yield from _real_run_sandboxed(module, args, limits)
+        yield from _real_run_sandboxed(module, args, limits, idle)
         return
     lines: list[str] = []
     render_child.emit = lambda line: lines.append(json.dumps(line))  # type: ignore[assignment]

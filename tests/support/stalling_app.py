@@ -37,10 +37,12 @@ def _stall(in_c: bool) -> None:
     time.sleep(STALL_S)
 
 
-def _run_sandboxed(module: str, args: list[str], limits: Any) -> Iterator[dict[str, Any]]:
+def _run_sandboxed(
+    module: str, args: list[str], limits: Any, idle: Any = None
+) -> Iterator[dict[str, Any]]:
     if PREPARE_STALLS_IN_C.encode() in Path(args[0]).read_bytes():
         _stall(in_c=True)
-    yield from _real_run_sandboxed(module, args, limits)
+    yield from _real_run_sandboxed(module, args, limits, idle)
 
 
 def _assemble_document(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,14 @@ from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
 from pagemill.documents.pagerange import parse_page_selection
-from pagemill.documents.sandbox import DocumentVerdict, Limits, SandboxFailed, run_sandboxed
-from pagemill.domain import JobStatus, LicenseUse, QueuedPage
+from pagemill.documents.sandbox import (
+    DocumentVerdict,
+    Idle,
+    Limits,
+    SandboxFailed,
+    run_sandboxed,
+)
+from pagemill.domain import JobStatus, LicenseUse
 from pagemill.jobs import lifecycle, repository
 from pagemill.settings import Settings
 from pagemill.storage import JobKeys
@@ -33,18 +38,22 @@ from worker.engines.base import PageFacts
 from worker.engines.registry import render_dpi_for
 from worker.stages.context import StageContext
 from worker.stages.fetch import fetch_job_source
+from worker.stages.page_batches import (
+    IDLE_CHECK_S,
+    JobEnded,
+    PageBatches,
+    PreparedPage,
+    PublishOcrPages,
+)
 
 log = logging.getLogger(__name__)
-
-# publish_ocr(page_id, engine, license_use): the queue depends on both.
-PublishOcr = Callable[[int, str, LicenseUse | None], None]
 
 
 class PrepareRetry(Exception):
     """The renderer failed below the cap; try the job again shortly."""
 
 
-def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -> int:
+def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcrPages) -> int:
     """Prepare every selected page not prepared yet; returns how many pages were queued.
 
     Safe to run twice: pages already recorded are skipped, and OCR messages for
@@ -71,7 +80,6 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
     requested_engine, kind = job.engine, job.source_kind
     license_use = job.license_use
     keys = JobKeys(job_id)
-    published: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="pagemill-prepare-") as workdir:
         source = Path(workdir) / "source"
         if source_url is not None:
@@ -107,20 +115,20 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             ctx.settings.render_timeout_s,
         )
         try:
-            # One connection for every page's row, each written by a statement that
-            # commits on its own: a page costs one round trip, with no pool check-out
-            # (and its ping, after an idle spell) each.
+            # One connection for every batch's rows, each batch written by a statement
+            # that commits on its own, with no pool check-out (and its ping, after an
+            # idle spell) each.
             with repository.autocommit(ctx.sessions) as recorder:
-                for line in run_sandboxed("worker.render_child", args, limits):
-                    stored = _store_page(ctx, recorder, job_id, keys, line, license_use)
-                    if stored is _JOB_ENDED:
-                        return 0  # cancelled while preparing: pages not yet stored never run
-                    if isinstance(stored, QueuedPage):
-                        publish_ocr(stored.page_id, stored.engine, stored.license_use)
-                        published.add(stored.page_id)
+                batches = PageBatches(ctx.store, recorder, job_id, license_use, publish_ocr)
+                idle = Idle(IDLE_CHECK_S, batches.flush_if_waited)
+                for line in run_sandboxed("worker.render_child", args, limits, idle):
+                    batches.add(_store_page_objects(ctx, keys, line, license_use))
+                batches.flush()
                 # Every page is recorded: release the lease, and find the pages queued.
                 repository.finish_prepare(recorder, job_id, attempt)
                 queued = repository.queued_pages(recorder, job_id)
+        except JobEnded:
+            return 0  # cancelled while preparing: pages not yet recorded never run
         except DocumentVerdict as verdict:
             _fail(ctx, job_id, verdict.message)
             return 0
@@ -135,28 +143,17 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcr) -
             # Storage or database trouble: free the job for the retry at once.
             _release(ctx, job_id, attempt, str(error))
             raise
-    for page in queued:
-        # Pages stored by an earlier attempt may never have been published; this
-        # attempt's own pages were, a moment ago, and one message a page is enough.
-        if page.page_id not in published:
-            publish_ocr(page.page_id, page.engine, page.license_use)
+    # Pages stored by an earlier attempt may never have been published; this attempt's
+    # own pages were, a moment ago, and one message a page is enough.
+    publish_ocr([page for page in queued if page.page_id not in batches.published])
     return len(queued)
 
 
-# What _store_page returns for a job that ended meanwhile: prepare stops.
-_JOB_ENDED = object()
-
-
-def _store_page(
-    ctx: StageContext,
-    recorder: Session,
-    job_id: uuid.UUID,
-    keys: JobKeys,
-    line: dict[str, Any],
-    license_use: LicenseUse,
-) -> QueuedPage | object | None:
-    """Store the page's objects and record its row; returns the page to queue, None
-    when there is none to queue (an earlier attempt recorded it), or _JOB_ENDED."""
+def _store_page_objects(
+    ctx: StageContext, keys: JobKeys, line: dict[str, Any], license_use: LicenseUse
+) -> PreparedPage:
+    """Store the page's objects; its row is recorded with its batch (PageBatches), after
+    them, as the purge requires (pagemill.jobs.purge)."""
     facts = PageFacts.from_stored(line["facts"])
     number = facts.number
     written = []
@@ -170,37 +167,23 @@ def _store_page(
         ctx.store.put_file(keys.page_pdf(number), pdf_path, "application/pdf")
         pdf_path.unlink()
         written.append(keys.page_pdf(number))
-    # One statement that commits on its own: the row, unless the job ended, and the purge
-    # fence, read after the objects were written, as the purge requires (pagemill.jobs.purge).
-    recorded = repository.record_page(
-        recorder,
-        {
-            "job_id": job_id,
-            "number": number,
-            "width_pt": facts.width_pt,
-            "height_pt": facts.height_pt,
-            "image_width_px": line["image_width_px"],
-            "image_height_px": line["image_height_px"],
-            "image_dpi": line["image_dpi"],
-            "text_chars": facts.text_chars,
-            "image_coverage": facts.image_coverage,
-            "facts": line["facts"],
-            "render_seconds": line["render_seconds"],
-            # Routed in the child, from the facts above (worker.render_child).
-            "engine": line["engine"],
-            "engine_reason": line["engine_reason"],
-            "license_use": license_use,
-        },
-    )
-    if recorded.purge_started and written:
-        ctx.store.remove_objects(written)
-        log.info("job %s is being purged; removed %d object(s) just written", job_id, len(written))
-    if not recorded.job_running:
-        return _JOB_ENDED
-    if recorded.page_id is None or line["engine"] is None:
-        # Recorded by another attempt: queued with the rest once every page is recorded.
-        return None
-    return QueuedPage(recorded.page_id, line["engine"], license_use)
+    row = {
+        "number": number,
+        "width_pt": facts.width_pt,
+        "height_pt": facts.height_pt,
+        "image_width_px": line["image_width_px"],
+        "image_height_px": line["image_height_px"],
+        "image_dpi": line["image_dpi"],
+        "text_chars": facts.text_chars,
+        "image_coverage": facts.image_coverage,
+        "facts": line["facts"],
+        "render_seconds": line["render_seconds"],
+        # Routed in the child, from the facts above (worker.render_child).
+        "engine": line["engine"],
+        "engine_reason": line["engine_reason"],
+        "license_use": license_use,
+    }
+    return PreparedPage(row, line["engine"], written)
 
 
 def prepare_time_limit_message(settings: Settings) -> str:
