@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pymupdf
@@ -175,11 +176,21 @@ def image_coverage(page: pymupdf.Page) -> float:
         return 0.0
     # Overlapping images are rare on real pages; the sum is capped rather than unioned.
     covered = 0.0
-    for info in page.get_image_info():
+    for info in _image_info(page):
         box = pymupdf.Rect(info["bbox"]) & page_rect
         if not box.is_empty:
             covered += box.width * box.height
     return min(1.0, covered / page_area)
+
+
+def _image_info(page: pymupdf.Page) -> list[dict[str, Any]]:
+    """page.get_image_info(), from page_drawing where the page is not turned (its
+    drawing is of the page as turned, as _text_page says): the page's own call reads
+    its content streams again, 2.2 ms a page of the development corpus against 0.6."""
+    if page.rotation:
+        return list(page.get_image_info())
+    images = page_drawing(page).get_textpage(flags=pymupdf.TEXT_PRESERVE_IMAGES)
+    return list(pymupdf.TextPage(images).extractIMGINFO())
 
 
 def text_layer_facts(page: pymupdf.Page, count_paths: bool = True) -> TextLayerFacts:

@@ -11,6 +11,7 @@ import pytest
 
 from pagemill.documents.facts import (
     _TEXT_LAYER_FLAGS,
+    _image_info,
     _text_page,
     ink_blobs,
     ink_fraction,
@@ -49,6 +50,19 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, int]
     folder = tmp_path_factory.mktemp("drawing")
     turned = [turned_pdf(folder / f"turned-{r}.pdf", r) for r in (0, 90, 180, 270)]
     return pages(sorted(SAMPLES.glob("*.pdf")) + turned)
+
+
+def test_the_images_are_found_where_the_page_itself_finds_them(
+    documents: list[tuple[Path, int]],
+) -> None:
+    found_images = 0
+    for path, index in documents:
+        with pymupdf.open(str(path)) as first, pymupdf.open(str(path)) as second:
+            expected = [c for info in first[index].get_image_info() for c in info["bbox"]]
+            found = [c for info in _image_info(second[index]) for c in info["bbox"]]
+            assert found == pytest.approx(expected, abs=0.01), (path.name, index)
+            found_images += len(found) // 4
+    assert found_images >= 4  # the turned pages' image, at least
 
 
 def test_the_text_layer_is_read_as_from_the_page(documents: list[tuple[Path, int]]) -> None:
