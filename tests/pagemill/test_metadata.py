@@ -55,34 +55,28 @@ def test_values_no_part_of_the_path_can_keep_are_refused(raw: str, why: str) -> 
     assert refused.value.code == "invalid_metadata"
 
 
-def test_the_manifest_of_a_job_stored_before_the_limits_still_writes() -> None:
-    job = Job(
+def _pdf_job(caller_metadata: dict[str, object], filename: str) -> Job:
+    return Job(
         id=uuid.uuid4(),
         license_use=LicenseUse.non_commercial,
-        caller_metadata=nested(2000),
-        source_filename="old.pdf",
+        caller_metadata=caller_metadata,
+        source_filename=filename,
         source_kind=SourceKind.pdf,
         source_sha256="0" * 64,
         document_pages=1,
         furniture="separate",
     )
-    manifest = build_manifest(job, [])
+
+
+def test_the_manifest_of_a_job_stored_before_the_limits_still_writes() -> None:
+    manifest = build_manifest(_pdf_job(nested(2000), "old.pdf"), [])
     assert manifest["metadata"] == {}
     assert json.loads(manifest_json(manifest))["metadata"] == {}
 
 
 def test_the_manifest_is_indented_utf8_and_keeps_the_deepest_metadata_allowed() -> None:
-    job = Job(
-        id=uuid.uuid4(),
-        license_use=LicenseUse.non_commercial,
-        caller_metadata={"client": "Müller & Søn", "deep": nested(MAX_METADATA_DEPTH - 1)},
-        source_filename="Rechnung Nr. 7 — März.pdf",
-        source_kind=SourceKind.pdf,
-        source_sha256="0" * 64,
-        document_pages=1,
-        furniture="separate",
-    )
-    manifest = build_manifest(job, [])
+    metadata = {"client": "Müller & Søn", "deep": nested(MAX_METADATA_DEPTH - 1)}
+    manifest = build_manifest(_pdf_job(metadata, "Rechnung Nr. 7 — März.pdf"), [])
     written = manifest_json(manifest)
     assert json.loads(written) == json.loads(json.dumps(manifest))
     assert "Rechnung Nr. 7 — März.pdf".encode() in written

@@ -69,7 +69,7 @@ class _Published:
 
 
 def _batches(store: ObjectStore, job_id: uuid.UUID, publish: Any, session: Any) -> PageBatches:
-    return PageBatches(store, session, job_id, LicenseUse.non_commercial, publish)
+    return PageBatches(store, session, job_id, publish)
 
 
 def _stored_numbers(job_id: uuid.UUID) -> list[int]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from pagemill.domain import LicenseUse, QueuedPage
+from pagemill.domain import QueuedPage
 from pagemill.jobs import repository
 from pagemill.storage import ObjectStore
 
@@ -45,7 +45,7 @@ class JobEnded(Exception):
 class PreparedPage:
     """A page whose objects are stored, its row not yet recorded."""
 
-    row: dict[str, Any]  # the page's columns, job_id left out
+    row: dict[str, Any]  # the page's columns (license_use among them), job_id left out
     engine: str | None  # None: not to be queued (prepare routed it nowhere)
     written: list[str]  # the object keys stored for it
 
@@ -55,7 +55,6 @@ class PageBatches:
     store: ObjectStore
     recorder: Session  # an autocommit session (repository.autocommit)
     job_id: uuid.UUID
-    license_use: LicenseUse
     publish: PublishOcrPages
     published: set[int] = field(default_factory=set)
     _pending: list[PreparedPage] = field(default_factory=list)
@@ -92,7 +91,7 @@ class PageBatches:
         if not recorded.job_running:
             raise JobEnded()
         queued = [
-            QueuedPage(recorded.page_ids[page.row["number"]], page.engine, self.license_use)
+            QueuedPage(recorded.page_ids[page.row["number"]], page.engine, page.row["license_use"])
             for page in pending
             # Not recorded here: an earlier attempt recorded it, and it is queued with
             # the rest once every page is recorded.

@@ -119,7 +119,7 @@ def prepare_job(ctx: StageContext, job_id: uuid.UUID, publish_ocr: PublishOcrPag
             # that commits on its own, with no pool check-out (and its ping, after an
             # idle spell) each.
             with repository.autocommit(ctx.sessions) as recorder:
-                batches = PageBatches(ctx.store, recorder, job_id, license_use, publish_ocr)
+                batches = PageBatches(ctx.store, recorder, job_id, publish_ocr)
                 idle = Idle(IDLE_CHECK_S, batches.flush_if_waited)
                 for line in run_sandboxed("worker.render_child", args, limits, idle):
                     batches.add(_store_page_objects(ctx, keys, line, license_use))
