@@ -46,6 +46,8 @@ class Limits:
 # A child that used less CPU than this share of its wall-clock limit was starved of
 # the CPU rather than slow: a document that takes long computes nearly all the time.
 STARVED_CPU_SHARE = 0.25
+# What one read of a child's data pipe takes at most: a pipe holds 64 KiB.
+_READ_BYTES = 1 << 16
 
 
 class SandboxFailed(Exception):
@@ -102,7 +104,9 @@ def run_sandboxed(
     # Whether the child is done on its own; if not (a timeout, or the caller
     # stopped reading), it is killed at once rather than awaited.
     child_done = False
-    with os.fdopen(data_r, "rb") as data, os.fdopen(status_r, "rb") as status:
+    # The data pipe unbuffered: its lines are split here (`_lines_until`), so a line that
+    # arrived with the one before is not left in a buffer that select cannot see.
+    with os.fdopen(data_r, "rb", buffering=0) as data, os.fdopen(status_r, "rb") as status:
         try:
             for line in _lines_until(data, deadline, idle):
                 if line is None:
@@ -134,8 +138,19 @@ def run_sandboxed(
 def _lines_until(
     data: IO[bytes], deadline: float, idle: Idle | None
 ) -> Iterator[dict[str, Any] | None]:
-    """The child's lines; None once the deadline passes first."""
+    """The child's lines; None once the deadline passes first.
+
+    Read in chunks as they arrive and split here: every whole line a chunk holds is
+    yielded before waiting again, and a partial line waits for the rest of it without
+    blocking past the deadline."""
+    pending = bytearray()
     while True:
+        end = pending.find(b"\n")
+        if end >= 0:
+            line = json.loads(pending[:end])
+            del pending[: end + 1]
+            yield line
+            continue
         left = max(0.0, deadline - time.monotonic())
         wait = left if idle is None else min(left, idle.seconds)
         ready, _, _ = select.select([data], [], [], wait)
@@ -145,10 +160,12 @@ def _lines_until(
                 continue
             yield None
             return
-        raw = data.readline()
-        if not raw:
+        chunk = data.read(_READ_BYTES)
+        if not chunk:
+            if pending.strip():  # a last line without its newline
+                yield json.loads(pending)
             return
-        yield json.loads(raw)
+        pending += chunk
 
 
 def _exit_status(pid: int, status: IO[bytes], wait_s: float) -> tuple[int, float | None]:

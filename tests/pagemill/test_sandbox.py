@@ -56,6 +56,20 @@ def test_a_hang_is_killed_at_the_wall_clock_limit() -> None:
     _assert_no_sandbox_children_left()
 
 
+def test_lines_that_arrive_together_are_each_passed_on_at_once() -> None:
+    # The child goes silent after one write of two lines: the second must not wait for
+    # the child's next write (there is none) or its end.
+    lines = []
+    with pytest.raises(SandboxFailed, match="took longer than"):
+        for line in run_sandboxed(
+            CHILD, ["two-lines-at-once-then-hang"], Limits(2 * 1024**3, 60, 3.0)
+        ):
+            lines.append((line, time.monotonic()))
+    assert [line for line, _ in lines] == [{"number": 0}, {"number": 1}]
+    assert lines[1][1] - lines[0][1] < 1.0
+    _assert_no_sandbox_children_left()
+
+
 def test_a_silent_child_is_looked_away_from_and_an_error_there_stops_it() -> None:
     looked: list[float] = []
 

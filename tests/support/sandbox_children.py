@@ -6,6 +6,7 @@ import os
 import signal
 import time
 
+from pagemill.documents import sandbox
 from pagemill.documents.sandbox import emit
 
 
@@ -16,6 +17,12 @@ def run(args: list[str]) -> None:
             emit({"number": number, "pid": os.getpid()})
     elif behaviour == "verdict":
         emit({"error": "bad_document", "message": "The document is bad.", "status": 415})
+    elif behaviour == "two-lines-at-once-then-hang":
+        # Both lines in one write, so they reach the parent in one read.
+        assert sandbox._protocol is not None
+        sandbox._protocol.write('{"number": 0}\n{"number": 1}\n')
+        sandbox._protocol.flush()
+        time.sleep(3600)
     elif behaviour == "hang":
         emit({"started": True})
         time.sleep(3600)
