@@ -1,8 +1,10 @@
 """Object storage through the minio SDK, against any S3 endpoint.
 
-Keys are deterministic (`jobs/{job_id}/pages/{n}.md`), so a redelivered task
-overwrites its own output instead of leaving a second copy. Objects are private;
-callers reach them through the API or presigned URLs.
+Keys are deterministic (`jobs/{job_id}/pages/{n}.png`), so a redelivered task
+overwrites its own output instead of leaving a second copy. A page's OCR result is kept
+by attempt (`pages/{n}.attempt-{a}.md`), its row naming the attempt that won, so an
+attempt that lost the page cannot overwrite the winner's. Objects are private; callers
+reach them through the API or presigned URLs.
 """
 
 from __future__ import annotations
@@ -87,12 +89,23 @@ class JobKeys:
     def page_pdf(self, number: int) -> str:
         return f"{self.prefix}/pages/{number}.pdf"
 
-    def page_markdown(self, number: int) -> str:
-        return f"{self.prefix}/pages/{number}.md"
+    def page_markdown(self, number: int, attempt: int | None) -> str:
+        """The Markdown one attempt at the page wrote. Each attempt writes its own object:
+        an attempt whose lease ran out while it worked, and which another attempt then won,
+        must not overwrite the winner's result on its way to being refused. The page's row
+        names the attempt whose objects are its result (pages.result_attempt); None names
+        the one object of a page read before results were kept by attempt."""
+        return self._page_result(number, attempt, "md")
 
-    def page_blocks(self, number: int) -> str:
-        """The page's blocks layer (pagemill.documents.blocks.PageBlocks) as JSON."""
-        return f"{self.prefix}/pages/{number}.json"
+    def page_blocks(self, number: int, attempt: int | None) -> str:
+        """The page's blocks layer (pagemill.documents.blocks.PageBlocks) as JSON, kept by
+        attempt as its Markdown is (`page_markdown`)."""
+        return self._page_result(number, attempt, "json")
+
+    def _page_result(self, number: int, attempt: int | None, suffix: str) -> str:
+        if attempt is None:
+            return f"{self.prefix}/pages/{number}.{suffix}"
+        return f"{self.prefix}/pages/{number}.attempt-{attempt}.{suffix}"
 
     @property
     def document(self) -> str:

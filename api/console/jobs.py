@@ -198,12 +198,13 @@ def job_page(
         for summary in readable
         if summary["image"] is not None or store.exists(keys.page_pdf(summary["number"]))
     }
+    result_attempts = {page.number: page.result_attempt for page in pages}
     markdown: dict[int, str] = {}
     for summary in readable:
         if summary["status"] == PageStatus.succeeded.value:
-            markdown[summary["number"]] = store.get_bytes(
-                keys.page_markdown(summary["number"])
-            ).decode()
+            number = summary["number"]
+            markdown_key = keys.page_markdown(number, result_attempts.get(number))
+            markdown[number] = store.get_bytes(markdown_key).decode()
     client_names = {found.id: found.name for found in list_clients(session)}
     context: dict[str, Any] = {
         "user": user,

@@ -39,7 +39,8 @@ def get_page_blocks(
 ) -> Response:
     job = result_job(job_id, client, session)
     page = read_page(session, job, number, "blocks")
-    blocks = read_stored(session, store, job, JobKeys(job_id).page_blocks(number))
+    blocks_key = JobKeys(job_id).page_blocks(number, page.result_attempt)
+    blocks = read_stored(session, store, job, blocks_key)
     if blocks is None:
         raise ApiError(404, "blocks_not_available", _why_no_blocks(page))
     return Response(blocks, media_type="application/json")

@@ -361,8 +361,9 @@ def get_page_markdown(
     store: StoreDep,
 ) -> PlainTextResponse:
     job = result_job(job_id, client, session)
-    read_page(session, job, number, "Markdown")
-    stored = read_stored(session, store, job, JobKeys(job.id).page_markdown(number))
+    page = read_page(session, job, number, "Markdown")
+    markdown_key = JobKeys(job.id).page_markdown(number, page.result_attempt)
+    stored = read_stored(session, store, job, markdown_key)
     if stored is None:
         raise ApiError(409, "page_not_ready", f"Page {number} has no Markdown stored.")
     return PlainTextResponse(stored.decode(), media_type="text/markdown; charset=utf-8")

@@ -252,6 +252,10 @@ class Page(TimestampMixin, Base):
     # the job ends; None also for a page whose Markdown could not be kept here
     # (worker.stages.ocr), which finalize reads from S3. Loaded only when asked for.
     staged_markdown: Mapped[str | None] = mapped_column(Text, deferred=True)
+    # The attempt whose objects in S3 (pagemill.storage.JobKeys.page_markdown) are the
+    # page's result, written with it; None for a page without one, and for a page read
+    # before results were kept by attempt (its objects have no attempt in their keys).
+    result_attempt: Mapped[int | None] = mapped_column(Integer)
 
     # Where and under which licence the page was processed. `license_use` is the job's,
     # copied so the database itself can refuse a commercial page on a basis that

@@ -429,6 +429,11 @@ def finish_page(session: Session, claim: PageClaim, values: dict[str, Any]) -> b
     return result.one_or_none() is not None
 
 
+def page_result_attempt(session: Session, page_id: int) -> int | None:
+    """The attempt whose objects are the page's result (pages.result_attempt)."""
+    return session.scalar(select(Page.result_attempt).where(Page.id == page_id))
+
+
 @dataclass(frozen=True)
 class PageFinished:
     """What one attempt's result write found."""

@@ -43,8 +43,9 @@ def add_stored_job(s3: ObjectStore, key: str) -> str:
         job.extract = "invoice"
         job_id = job.id
     keys = JobKeys(job_id)
-    s3.put_bytes(keys.page_markdown(1), PAGE_MARKDOWN, "text/markdown")
-    s3.put_bytes(keys.page_blocks(1), PAGE_BLOCKS, "application/json")
+    # The factory's page predates results kept by attempt: its objects have no attempt.
+    s3.put_bytes(keys.page_markdown(1, None), PAGE_MARKDOWN, "text/markdown")
+    s3.put_bytes(keys.page_blocks(1, None), PAGE_BLOCKS, "application/json")
     s3.put_bytes(keys.document, DOCUMENT, "text/markdown")
     s3.put_bytes(keys.invoice, INVOICE, "application/json")
     return str(job_id)
@@ -309,7 +310,7 @@ def test_a_revoked_key_is_refused_everywhere(api_url: str, s3: ObjectStore, db: 
             ("POST", "/v1/webhooks/secret/rotate"),
         ]:
             assert_clear_error(client.request(method, path), 401, "invalid_api_key")
-    assert s3.exists(JobKeys(job_id).page_markdown(1))
+    assert s3.exists(JobKeys(job_id).page_markdown(1, None))
 
 
 def test_a_body_on_an_endpoint_that_takes_none_is_ignored(api: httpx.Client, job_id: str) -> None:

@@ -66,7 +66,8 @@ def test_multipage_invoice_end_to_end(
         assert row["cost_usd"] > 0
         assert row["output_chars"] > 100
         assert row["error"] is None
-        assert s3.exists(JobKeys(job["id"]).page_markdown(row["number"]))
+        assert row["result_attempt"] == 1
+        assert s3.exists(JobKeys(job["id"]).page_markdown(row["number"], 1))
         # Read from the text layer: prepare stored the page alone as a PDF and no image.
         assert s3.exists(JobKeys(job["id"]).page_pdf(row["number"]))
         assert not s3.exists(JobKeys(job["id"]).page_image(row["number"]))

@@ -51,10 +51,17 @@ def page_states(job_id: str) -> list[tuple[int, str, int, Any]]:
 def assert_one_result_per_page(job_id: str, pages: int, s3: ObjectStore) -> None:
     states = page_states(job_id)
     assert [number for number, *_ in states] == list(range(1, pages + 1))
-    for number, status, attempts, cost in states:
+    for _, status, attempts, cost in states:
         assert status == "succeeded", states
         assert attempts >= 1 and cost is not None and cost > 0
-        assert s3.exists(JobKeys(job_id).page_markdown(number))
+    # Each page's result is the objects of the attempt its row names: its last.
+    results = db_rows(
+        "SELECT number, attempts, result_attempt FROM pages WHERE job_id = %s ORDER BY number",
+        job_id,
+    )
+    for number, attempts, result_attempt in results:
+        assert result_attempt == attempts, results
+        assert s3.exists(JobKeys(job_id).page_markdown(number, result_attempt))
     [(rows_with_cost,)] = db_rows(
         "SELECT count(*) FROM pages WHERE job_id = %s AND cost_usd IS NOT NULL", job_id
     )

@@ -135,7 +135,10 @@ def test_jobs_run_across_hosts(cluster: Cluster) -> None:
     assert {workers[page["worker_id"]] for page in done} == {"pm-w1", "pm-w2"}
     # Each host wrote its pages to the shared store, by address; the API serves them all.
     objects = cluster.objects(f"jobs/{job_id}/")
-    assert {f"jobs/{job_id}/pages/{n}.md" for n in range(1, 7)} <= set(objects)
+    results = {
+        f"jobs/{job_id}/pages/{page['number']}.attempt-{page['result_attempt']}.md" for page in done
+    }
+    assert len(results) == 6 and results <= set(objects)
     markdown = cluster.api("GET", f"/v1/jobs/{job_id}/markdown").text
     for number in range(1, 7):
         assert page_text("across", number)[1] in markdown

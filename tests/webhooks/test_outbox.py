@@ -73,7 +73,9 @@ def job_ready_to_finalize(store: ObjectStore, api_key: str, webhook_url: str) ->
             )
     for number in (1, 2):
         store.put_bytes(
-            JobKeys(job_id).page_markdown(number), f"# page {number}".encode(), "text/markdown"
+            JobKeys(job_id).page_markdown(number, None),
+            f"# page {number}".encode(),
+            "text/markdown",
         )
     return job_id
 

@@ -71,17 +71,17 @@ def test_finalize_assembles_what_the_rows_kept_and_the_rows_are_then_cleared(
     keys = JobKeys(job_id)
     for number, markdown in staged:
         assert markdown, f"page {number} kept no Markdown"
-        assert s3.get_bytes(keys.page_markdown(number)).decode() == markdown
+        assert s3.get_bytes(keys.page_markdown(number, 1)).decode() == markdown
 
     # Page 2's object changes under the rows: the document must come from the rows.
-    s3.put_bytes(keys.page_markdown(2), b"# not what page 2 read", "text/markdown")
+    s3.put_bytes(keys.page_markdown(2, 1), b"# not what page 2 read", "text/markdown")
     # And page 3's row lost its copy (as a page whose Markdown a row cannot hold):
     # that page is read from S3.
     sql(
         "UPDATE pages SET staged_markdown = NULL WHERE job_id = %s AND number = 3 RETURNING id",
         job_id,
     )
-    s3.put_bytes(keys.page_markdown(3), b"# page 3 as stored", "text/markdown")
+    s3.put_bytes(keys.page_markdown(3, 1), b"# page 3 as stored", "text/markdown")
 
     ctx = StageContext(settings=get_settings(), sessions=session_factory(), store=s3)
     assert finalize_job(ctx, job_id) is JobStatus.succeeded

@@ -83,7 +83,11 @@ def finalize_job(
     manifest = build_manifest(job, pages)
     ctx.store.put_bytes(keys.manifest, manifest_json(manifest), "application/json")
     if job.extract == "invoice":
-        succeeded = [page.number for page in pages if page.status is PageStatus.succeeded]
+        succeeded = [
+            (page.number, page.result_attempt)
+            for page in pages
+            if page.status is PageStatus.succeeded
+        ]
         store_invoice(ctx.store, job_id, succeeded)
     written = [keys.document, keys.manifest, keys.invoice]
     failed = [page for page in pages if page.status is PageStatus.failed]
@@ -114,7 +118,7 @@ def _markdown_of(ctx: StageContext, keys: JobKeys, page: Page) -> str | None:
         return None
     if page.staged_markdown is not None:
         return page.staged_markdown
-    return ctx.store.get_bytes(keys.page_markdown(page.number)).decode()
+    return ctx.store.get_bytes(keys.page_markdown(page.number, page.result_attempt)).decode()
 
 
 def _all_pages_ended(job: Job, pages: list[Page]) -> bool:

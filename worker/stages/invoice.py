@@ -18,14 +18,20 @@ from pagemill.storage import JobKeys, ObjectStore
 log = logging.getLogger(__name__)
 
 
-def store_invoice(store: ObjectStore, job_id: uuid.UUID, page_numbers: Iterable[int]) -> bool:
-    """Writes invoice.json; False (and nothing written) when the extraction itself failed,
-    which leaves the job's Markdown as it is: the invoice route says it is unavailable."""
+def store_invoice(
+    store: ObjectStore, job_id: uuid.UUID, results: Iterable[tuple[int, int | None]]
+) -> bool:
+    """Writes invoice.json from the pages' results, each a page number and the attempt
+    whose objects are its result (pages.result_attempt); False (and nothing written) when
+    the extraction itself failed, which leaves the job's Markdown as it is: the invoice
+    route says it is unavailable."""
     # Loaded by the jobs that ask for it: its date and currency data are not small.
     from pagemill.invoices import extract_invoices
 
     keys = JobKeys(job_id)
-    pages = [blocks for number in page_numbers if (blocks := _blocks(store, keys, number))]
+    pages = [
+        blocks for number, attempt in results if (blocks := _blocks(store, keys, number, attempt))
+    ]
     try:
         document = extract_invoices(pages)
     # A document that breaks the extraction must not cost its caller the Markdown.
@@ -36,9 +42,12 @@ def store_invoice(store: ObjectStore, job_id: uuid.UUID, page_numbers: Iterable[
     return True
 
 
-def _blocks(store: ObjectStore, keys: JobKeys, number: int) -> PageBlocks | None:
-    if store.exists(keys.page_blocks(number)):
-        return PageBlocks.model_validate_json(store.get_bytes(keys.page_blocks(number)))
+def _blocks(
+    store: ObjectStore, keys: JobKeys, number: int, attempt: int | None
+) -> PageBlocks | None:
+    blocks_key = keys.page_blocks(number, attempt)
+    if store.exists(blocks_key):
+        return PageBlocks.model_validate_json(store.get_bytes(blocks_key))
     if store.exists(keys.page_pdf(number)):
         # Loaded only here: finalize workers otherwise never load PyMuPDF.
         from worker.engines.blocks_textlayer import blocks_from_text_layer

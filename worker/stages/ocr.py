@@ -229,8 +229,10 @@ def _load_page_input(ctx: StageContext, keys: JobKeys, page: _ClaimedPage) -> Pa
 def _store_markdown(
     ctx: StageContext, keys: JobKeys, claim: PageClaim, result: EngineResult
 ) -> None:
-    # Deterministic key: a second attempt overwrites, it never adds a copy.
-    ctx.store.put_bytes(keys.page_markdown(claim.number), result.markdown.encode(), "text/markdown")
+    # The attempt's own key: a redelivery of this attempt overwrites its own object, and no
+    # other attempt's (storage.JobKeys.page_markdown).
+    markdown_key = keys.page_markdown(claim.number, claim.attempt)
+    ctx.store.put_bytes(markdown_key, result.markdown.encode(), "text/markdown")
 
 
 # Markdown longer than this is not kept on the page's row for finalize (it reads such a
@@ -251,7 +253,8 @@ def _store_blocks(ctx: StageContext, keys: JobKeys, page: _ClaimedPage, assessed
     blocks = page_blocks(assessed, page.facts)
     if blocks is not None:
         body = blocks.model_dump_json(exclude_none=True).encode()
-        ctx.store.put_bytes(keys.page_blocks(page.claim.number), body, "application/json")
+        blocks_key = keys.page_blocks(page.claim.number, page.claim.attempt)
+        ctx.store.put_bytes(blocks_key, body, "application/json")
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,7 @@ def _record_success(
                 **page_charge(ctx.settings, seconds),
                 "output_chars": len(result.markdown),
                 "staged_markdown": stageable_markdown(result.markdown),
+                "result_attempt": claim.attempt,
                 "prompt_tokens": result.prompt_tokens,
                 "output_tokens": result.output_tokens,
                 "finish_reason": result.finish_reason,
@@ -308,6 +312,8 @@ def _record_success(
     if not finished.written:
         if finished.purge_started:
             _discard_written(ctx, claim)
+        else:
+            _discard_lost_attempt(ctx, claim)
         log.info("page %s attempt %s lost its claim", claim.page_id, claim.attempt)
         return PageRun(PageOutcome.skipped)
     return PageRun(PageOutcome.succeeded, claim.job_id, job_complete=finished.job_complete)
@@ -316,10 +322,31 @@ def _record_success(
 def _discard_written(ctx: StageContext, claim: PageClaim) -> None:
     """The job is being purged: its listing of the job's objects may have run before
     this attempt wrote its own, so they are removed here."""
-    keys = JobKeys(claim.job_id)
-    written = [keys.page_markdown(claim.number), keys.page_blocks(claim.number)]
-    ctx.store.remove_objects(written)
+    ctx.store.remove_objects(_attempt_objects(claim))
     log.info("job %s is being purged; removed page %s's results", claim.job_id, claim.number)
+
+
+def _discard_lost_attempt(ctx: StageContext, claim: PageClaim) -> None:
+    """This attempt lost the page (its lease ran out and another attempt took it, or the
+    job ended): the objects it wrote are nobody's result, so they go. Unless the row names
+    this very attempt: a result written once already (a statement whose commit was not
+    heard) is the page's, and stays."""
+    with repository.autocommit(ctx.sessions) as session:
+        if repository.page_result_attempt(session, claim.page_id) == claim.attempt:
+            return
+    try:
+        ctx.store.remove_objects(_attempt_objects(claim))
+    except StorageUnavailable:
+        # Left for the job's purge, which removes everything under its prefix.
+        log.warning("could not remove page %s attempt %s's objects", claim.page_id, claim.attempt)
+
+
+def _attempt_objects(claim: PageClaim) -> list[str]:
+    keys = JobKeys(claim.job_id)
+    return [
+        keys.page_markdown(claim.number, claim.attempt),
+        keys.page_blocks(claim.number, claim.attempt),
+    ]
 
 
 def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Exception) -> PageRun:
