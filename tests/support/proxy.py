@@ -62,6 +62,12 @@ class TcpProxy:
             upstream.settimeout(None)
             client.settimeout(None)
             with self._lock:
+                # Cut while this one was connecting upstream: `cut` closed only those it
+                # found, so this one is refused here, or it would outlive the cut.
+                if not self._open.is_set():
+                    client.close()
+                    upstream.close()
+                    continue
                 self._connections += [client, upstream]
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
