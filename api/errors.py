@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from pagemill.storage import StorageUnavailable
 
@@ -68,6 +69,11 @@ def body_unreadable_message(detail: str) -> str:
     return f"The request body cannot be read: {detail.rstrip('.')}."
 
 
+TRAILING_SLASH_MESSAGE = (
+    "There is nothing at this address with its trailing slash; send the request to the "
+    "same address without the slash."
+)
+
 _STATUS_CODES = {
     404: ("not_found", "There is nothing at this address."),
     405: ("method_not_allowed", "This address does not accept that method."),
@@ -103,11 +109,24 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), 500)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         code, message = _STATUS_CODES.get(error.status_code, ("http_error", str(error.detail)))
         if error.status_code == 400:
             # A body the framework could not parse: a multipart form without its boundary
             # or with broken framing. Its detail says what; the code is the one every
             # other malformed request gets.
             code, message = "invalid_request", body_unreadable_message(str(error.detail))
+        elif error.status_code == 404 and _answered_without_trailing_slash(request):
+            # The path is not echoed: it is the caller's own, and may be any length.
+            message = TRAILING_SLASH_MESSAGE
         return JSONResponse(error_body(code, message), error.status_code, headers=error.headers)
+
+
+def _answered_without_trailing_slash(request: Request) -> bool:
+    """Whether the app answers the request's path without its trailing slash (for any
+    method)."""
+    path = request.url.path
+    if len(path) < 2 or not path.endswith("/"):
+        return False
+    scope = {**request.scope, "path": path.rstrip("/") or "/"}
+    return any(route.matches(scope)[0] is not Match.NONE for route in request.app.router.routes)

@@ -26,6 +26,7 @@ def _next_page(raw: str) -> str:
 
 
 @router.get("")
+@router.get("/")  # the app redirects no trailing slash (api.app); this one is typed often
 def home() -> Response:
     return RedirectResponse("/console/jobs", status_code=303)
 

@@ -190,6 +190,30 @@ def test_bad_input_is_a_clear_4xx_and_creates_nothing(
     assert stored_objects(s3) == before
 
 
+def test_an_address_with_a_trailing_slash_is_a_clear_404_not_a_redirect(
+    api: httpx.Client, s3: ObjectStore
+) -> None:
+    from api.errors import TRAILING_SLASH_MESSAGE
+
+    before = stored_objects(s3)
+    with (SAMPLES / "invoice-multipage.pdf").open("rb") as handle:
+        response = api.post("/v1/jobs/", files={"file": ("invoice.pdf", handle)})
+    # Not a redirect a client might follow to plain http, or without its upload.
+    assert response.status_code == 404, response.text
+    assert "location" not in response.headers
+    assert response.json()["error"] == {"code": "not_found", "message": TRAILING_SLASH_MESSAGE}
+    assert count_rows("jobs") == 0
+    assert stored_objects(s3) == before
+    for path in ("/v1/jobs/00000000-0000-0000-0000-000000000000/", "/v1/usage/"):
+        assert api.get(path).json()["error"]["message"] == TRAILING_SLASH_MESSAGE, path
+    # An address that is not one with the slash taken off either gets the plain answer.
+    nowhere = api.get("/v1/nowhere/").json()["error"]
+    assert nowhere == {"code": "not_found", "message": "There is nothing at this address."}
+    # The console, which people type, still takes them in.
+    console = api.get("/console/", follow_redirects=False)
+    assert console.status_code == 303 and console.headers["location"] == "/console/jobs"
+
+
 def test_missing_file_is_refused(api: httpx.Client) -> None:
     # Neither a file nor a source_url (tests/api/test_source_url.py).
     response = api.post("/v1/jobs", data={"pages": "1"})
