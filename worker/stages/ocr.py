@@ -181,16 +181,16 @@ def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
 def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
     lease = timedelta(seconds=ctx.settings.page_lease_s)
     # One statement that commits on its own: the claim, returning what the attempt reads.
-    with repository.autocommit(ctx.sessions) as session:
-        taken = repository.take_page(session, page_id, lease, registration.worker_id())
+    with repository.autocommit_connection(ctx.sessions) as connection:
+        taken = repository.take_page(connection, page_id, lease, registration.worker_id())
     if taken is None:
         return PageRun(PageOutcome.skipped)
     claim = taken.claim
     if claim.attempt > ctx.settings.max_claims:
         message = f"Gave up after {claim.attempt - 1} attempts; last error: {taken.error}"
-        with repository.autocommit(ctx.sessions) as session:
+        with repository.autocommit_connection(ctx.sessions) as connection:
             finished = repository.finish_page_counted(
-                session, claim, {"status": PageStatus.failed, "error": message}
+                connection, claim, {"status": PageStatus.failed, "error": message}
             )
         if not finished.written:
             return PageRun(PageOutcome.skipped)
@@ -283,9 +283,9 @@ def _record_success(
     # The result, the worker's charge, the purge fence and whether the job is done, in
     # one statement that commits on its own: written after the page's objects, so the
     # fence is checked after they were written, as the purge requires (pagemill.jobs.purge).
-    with repository.autocommit(ctx.sessions) as session:
+    with repository.autocommit_connection(ctx.sessions) as connection:
         finished = repository.finish_page_counted(
-            session,
+            connection,
             claim,
             {
                 "status": PageStatus.succeeded,
@@ -356,9 +356,9 @@ def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Excepti
     final = failures >= ctx.settings.page_max_attempts
     log.warning("page %s attempt %s failed: %s", claim.page_id, claim.attempt, message)
     status = PageStatus.failed if final else PageStatus.queued
-    with repository.autocommit(ctx.sessions) as session:
+    with repository.autocommit_connection(ctx.sessions) as connection:
         finished = repository.finish_page_counted(
-            session, claim, {"status": status, "error": message, "engine_failures": failures}
+            connection, claim, {"status": status, "error": message, "engine_failures": failures}
         )
     if not finished.written:
         return PageRun(PageOutcome.skipped)
