@@ -84,6 +84,9 @@ def _run(
         orient_ms, told_by_text = [], []
         roles: dict[str, list[float]] = {}
         service_cpu_ms: list[float] = []
+        # The no-op worker's CPU a task, measured in the same runs: how fast this host is,
+        # to read the service's CPU against (it drifts by half between runs on a VM).
+        noop_cpu_ms: list[float] = []
         counted_runs: list[_Counted] = []
         for index in range(plan.runs):
             cpu_before = cpu_seconds([api, worker])
@@ -99,7 +102,10 @@ def _run(
                 if role != "worker sandbox children":  # prepare's render children
                     without_rendering += spent * 1000 / pages
             service_cpu_ms.append(without_rendering)
+            noop_cpu_before = cpu_seconds([stack.processes["noop-worker"]])
             noop_pages, noop_wall = _run_noop(jobs * pages_per_job)
+            noop_cpu_used = cpu_seconds([stack.processes["noop-worker"]]) - noop_cpu_before
+            noop_cpu_ms.append(noop_cpu_used * 1000 / noop_pages)
             service_rates.append(pages / wall)
             noop_rates.append(noop_pages / noop_wall)
             ratios.append(service_rates[-1] / noop_rates[-1])
@@ -158,6 +164,10 @@ def _run(
             "orientation_ms_per_page": summary(orient_ms),
             "orientation_by_text_layer_share": summary(told_by_text),
             **_service_cost(service_cpu_ms, counted_runs),
+            "reference_cpu_ms_per_task": summary(noop_cpu_ms),
+            "service_cpu_in_reference_tasks": summary(
+                [service / noop for service, noop in zip(service_cpu_ms, noop_cpu_ms, strict=True)]
+            ),
             **verdict(ratio, 0.5),
         },
         "memory_worker": {

@@ -172,6 +172,10 @@ def _service_cost_lines(fig: dict[str, Any]) -> list[str]:
         f"- Round trips per page by stage (medians): {by_stage}",
         f"- By step (stage, then the code that opened the transaction): {steps}",
         f"- CPU ms per page in the worker's pool children by task (medians): {task_cpu}",
+        "- The host's speed, measured in the same runs: a no-op Celery task cost "
+        f"{_runs(fig['reference_cpu_ms_per_task'], 2)} ms of its worker's CPU, so the "
+        "service's CPU per page above is "
+        f"{_runs(fig['service_cpu_in_reference_tasks'], 1)} no-op tasks' worth",
     ]
 
 

@@ -54,6 +54,9 @@ def test_every_benchmark_runs_and_reports(tmp_path: Path) -> None:
         assert _number(figure["reference_pages_per_s"]["median"]), name
         assert isinstance(figure["met"], bool), name
     assert _number(figures["orchestration"]["cpu_ms_per_page"]["median"])
+    # The host's speed beside the service's CPU: the no-op worker's CPU a task, measured.
+    assert _number(figures["orchestration"]["reference_cpu_ms_per_task"]["median"])
+    assert _number(figures["orchestration"]["service_cpu_in_reference_tasks"]["median"])
 
     memory = figures["memory_worker"]
     assert _number(memory["prepare_peak_rss_mb"])
