@@ -33,8 +33,8 @@ def create_app() -> FastAPI:
         version="0.1.0",
         description="Documents in, Markdown out: submit a PDF or a page image, get Markdown back.",
         lifespan=_lifespan,
-        # An address with a trailing slash is a 404 that names the address meant
-        # (api.errors), not a redirect: a redirect built from the request's Host and
+        # An address with a trailing slash is a 404 that says to send it without the
+        # slash (api.errors), not a redirect: a redirect built from the request's Host and
         # scheme would send a client behind a TLS-terminating proxy to plain http, and
         # a client that does not follow a 307 with its body would drop its upload.
         redirect_slashes=False,

@@ -356,8 +356,8 @@ def _claim_params(page_id: int, lease: timedelta, worker_id: str | None) -> dict
 # call: building a statement and deriving its cache key took most of the CPU of running
 # it (SQLAlchemy memoizes the key on the statement object).
 def _run_built(session: Executor, statement: Any, params: dict[str, Any]) -> Any:
-    """One row (or None) of a per-page statement built once, run on the session's
-    connection (and in its transaction) as plain SQL: the ORM's handling of a statement
+    """One row (or None) of a per-page statement built once, run as plain SQL on a bare
+    connection or on the session's (and in its transaction): the ORM's handling of a statement
     (autoflush, identity map, entity loading) has nothing to do for these, which read
     and write columns only, and it cost a third of their CPU."""
     connection = session.connection() if isinstance(session, Session) else session
