@@ -43,6 +43,9 @@ ROUNDTRIPS_KEY = f"pagemill-bench-{RUN_ID}-roundtrips"
 STAGES = ("api", "prepare", "ocr_page", "finalize")
 ROUNDTRIPS_TARGET = 8.0  # per page on the OCR path (issue 21)
 SERVICE_CPU_TARGET_MS = 10.0  # per page, rendering and the engine left out
+# No-op tasks run to read a task's CPU: enough for the 10 ms clock the kernel counts
+# process CPU in to resolve it to a few per cent (a small plan's run can count none).
+NOOP_CPU_TASKS = 400
 
 
 def run(plan: Plan, stack: Stack, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
@@ -102,10 +105,8 @@ def _run(
                 if role != "worker sandbox children":  # prepare's render children
                     without_rendering += spent * 1000 / pages
             service_cpu_ms.append(without_rendering)
-            noop_cpu_before = cpu_seconds([stack.processes["noop-worker"]])
             noop_pages, noop_wall = _run_noop(jobs * pages_per_job)
-            noop_cpu_used = cpu_seconds([stack.processes["noop-worker"]]) - noop_cpu_before
-            noop_cpu_ms.append(noop_cpu_used * 1000 / noop_pages)
+            noop_cpu_ms.append(_noop_cpu_ms_per_task(stack.processes["noop-worker"]))
             service_rates.append(pages / wall)
             noop_rates.append(noop_pages / noop_wall)
             ratios.append(service_rates[-1] / noop_rates[-1])
@@ -383,6 +384,13 @@ def _pool_children_rss(worker: Any) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return sizes
+
+
+def _noop_cpu_ms_per_task(worker: Any) -> float:
+    """The no-op worker's CPU (its process tree's) per task, over NOOP_CPU_TASKS tasks."""
+    before = cpu_seconds([worker])
+    tasks, _ = _run_noop(NOOP_CPU_TASKS)
+    return (cpu_seconds([worker]) - before) * 1000 / tasks
 
 
 def _run_noop(count: int) -> tuple[int, float]:
