@@ -29,11 +29,48 @@ class InstantEngine:
 
     def convert(self, page: PageInput) -> EngineResult:
         return EngineResult(
-            markdown=f"# Page {page.facts.number}\n\nA fixed page from the instant engine.\n",
+            markdown=invoice_page(page.facts.number),
             device_seconds=0.0,
             device_kind="cpu",
             finish_reason="stop",
         )
+
+
+def invoice_page(number: int) -> str:
+    """A page of Markdown as long as jina-ocr-v1's average output (about 1,085 tokens,
+    some 3,700 characters): an invoice's heading, addresses, a table of 36 lines and its
+    totals. What the service does with a page's Markdown (its checks, its row, its
+    object, the assembled document) costs with its length: a short fixed line would
+    leave that out of the benchmark."""
+    lines = [
+        f"# Invoice 2041-{number:04d}",
+        "",
+        "**Harbour Supplies Ltd** · 14 Quay Street · Bristol BS1 4DJ · VAT GB 284 1920 77",
+        "",
+        f"**Bill to:** Northfield Bakery, 3 Mill Lane, Leeds LS2 7QT · Order PO-{number * 37:06d}",
+        "",
+        "| # | Description | Quantity | Unit price | Amount |",
+        "|---|---|---|---|---|",
+    ]
+    total = 0.0
+    for line in range(1, 37):
+        quantity = (number + line) % 9 + 1
+        price = ((number * 7 + line * 13) % 97) + 0.5
+        total += quantity * price
+        lines.append(
+            f"| {line} | Item {number * 7 + line}: flour, sugar and packaging, batch "
+            f"{number:03d}-{line:02d} | {quantity} | {price:.2f} EUR | {quantity * price:.2f} EUR |"
+        )
+    lines += [
+        "",
+        f"**Subtotal:** {total:.2f} EUR · **VAT 20 %:** {total * 0.2:.2f} EUR · "
+        f"**Total due:** {total * 1.2:.2f} EUR",
+        "",
+        "Payment within 30 days to IBAN GB29 NWBK 6016 1331 9268 19, quoting the invoice "
+        "number. Goods remain our property until paid in full. Questions about this invoice: "
+        "accounts@harbour-supplies.example, +44 117 496 0123.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 # Set in the parent before the pool forks, so every child inherits it.

@@ -154,7 +154,8 @@ def _run(
             "instant engine",
             "reference": "no-op Celery tasks, one a page, same Redis, same worker count",
             "inputs": f"{jobs} jobs x {pages_per_job} born-digital A4 pages a run, "
-            f"engine=rapidocr (instant), 150 dpi page images",
+            f"engine=rapidocr (instant: a 3,700-character invoice page of Markdown at once, "
+            f"the model's average length), 150 dpi page images",
             "workers": f"1 worker, prefork, concurrency {WORKER_CONCURRENCY}; 1 API process",
             "ratio": summary(ratios),
             "service_pages_per_s": summary(service_rates),
@@ -288,7 +289,8 @@ def _service_cost(service_cpu_ms: list[float], runs: list[_Counted]) -> dict[str
     return {
         "service_cpu_ms_per_page": summary(service_cpu_ms),
         "service_cpu_how": "CPU of the API and worker process trees less the worker's "
-        "sandbox children, which render the pages (psutil); the instant engine's share is nil",
+        "sandbox children, which render the pages (psutil); the instant engine's share is nil, "
+        "and its pages are as long as the model's (bench/instant_app.py)",
         "service_cpu_target_ms": SERVICE_CPU_TARGET_MS,
         "service_cpu_met": service_cpu <= SERVICE_CPU_TARGET_MS,
         "task_cpu_ms_per_page_by_stage": {k: summary(v) for k, v in cpu_by_stage.items()},
