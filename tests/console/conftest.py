@@ -22,6 +22,7 @@ import httpx
 import psycopg
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -204,4 +205,8 @@ def sign_in(browser: WebDriver, world: ConsoleWorld, key: str, path: str = "/con
     form = browser.find_element(By.CSS_SELECTOR, "form.login")
     form.find_element(By.ID, "key").send_keys(key)
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    WebDriverWait(browser, WAIT_S).until(expected_conditions.staleness_of(form))
+    # While Chromium swaps documents, asking about the old form can fail with "Node with
+    # given id does not belong to the document" rather than as a stale element: that
+    # too means the navigation is under way, so the wait asks again.
+    navigated = WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,))
+    navigated.until(expected_conditions.staleness_of(form))
