@@ -1,9 +1,12 @@
 """Imported once by the sandbox's fork server, so children start with it loaded.
 
 Opening and rendering need none of PyMuPDF's layout models, whose import (with
-onnxruntime) costs a second and 150 MB; a None entry makes that import fail fast,
-which PyMuPDF treats as "layout not installed". Nothing here may open an uploaded
-document: every child forked from this process must start clean of them.
+onnxruntime) costs a second and 150 MB, nor the pymupdf4llm converter PyMuPDF imports
+when it can, which brings onnxruntime itself (25 MB of this server's memory, and 40 ms
+to import). A None entry makes each import fail fast, which PyMuPDF treats as "not
+installed"; no sandboxed child turns pages into Markdown (the text layer engine runs in
+the worker). Nothing here may open an uploaded document: every child forked from this
+process must start clean of them.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import sys
 
 sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]
+sys.modules["pymupdf4llm"] = None  # type: ignore[assignment]
 
 import pymupdf  # noqa: E402
 from PIL import Image  # noqa: E402, F401

@@ -39,6 +39,14 @@ def test_lines_arrive_in_order_from_a_fresh_child_each_time() -> None:
     assert first[0]["pid"] != os.getpid()
 
 
+def test_children_start_without_the_markdown_converter_and_its_model_runtime() -> None:
+    """PyMuPDF imports pymupdf4llm when it can, and that brings onnxruntime: 25 MB in
+    every fork server and each child it forks, for code no child runs."""
+    wanted = ["pymupdf", "pymupdf4llm", "onnxruntime", "pymupdf.layout"]
+    [line] = list(run_sandboxed(CHILD, ["modules", *wanted], GENEROUS))
+    assert line["loaded"] == ["pymupdf"]
+
+
 def test_a_verdict_is_raised_with_its_code_and_status() -> None:
     with pytest.raises(DocumentVerdict) as raised:
         list(run_sandboxed(CHILD, ["verdict"], GENEROUS))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 from pagemill.documents import sandbox
@@ -15,6 +16,8 @@ def run(args: list[str]) -> None:
     if behaviour == "lines":
         for number in range(int(args[1])):
             emit({"number": number, "pid": os.getpid()})
+    elif behaviour == "modules":
+        emit({"loaded": sorted(name for name in args[1:] if sys.modules.get(name) is not None)})
     elif behaviour == "verdict":
         emit({"error": "bad_document", "message": "The document is bad.", "status": 415})
     elif behaviour == "two-lines-at-once-then-hang":
