@@ -130,14 +130,23 @@ def _longest_loop(tokens: list[str]) -> _Loop | None:
     if len(tokens) < 2:
         return None
     vocabulary: dict[str, int] = {}
-    ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in tokens), dtype=np.int64)
+    ids = np.fromiter(
+        (vocabulary.setdefault(t, len(vocabulary)) for t in tokens),
+        dtype=np.int32,
+        count=len(tokens),
+    )
+    most = min(LOOP_MAX_PERIOD_TOKENS, len(tokens) // 2)
+    matches = _matches_by_period(ids, most)
+    counts = np.count_nonzero(matches, axis=1)
     best: _Loop | None = None
-    for period in range(1, min(LOOP_MAX_PERIOD_TOKENS, len(tokens) // 2) + 1):
-        same = ids[:-period] == ids[period:]
+    for period in range(1, most + 1):
         # LOOP_MIN_REPEATS copies need a run of (LOOP_MIN_REPEATS - 1) * period matches: a
         # period with fewer in all holds none, which on a page of prose is nearly every
         # period, and counting them costs a fraction of finding the runs.
-        if np.count_nonzero(same) < (LOOP_MIN_REPEATS - 1) * period:
+        if counts[period - 1] < (LOOP_MIN_REPEATS - 1) * period:
+            continue
+        same = matches[period - 1, : len(tokens) - period]
+        if not _may_hold_run(same, period):
             continue
         for start, length in _true_runs(same):
             repeats = (length + period) // period
@@ -147,6 +156,26 @@ def _longest_loop(tokens: list[str]) -> _Loop | None:
             if best is None or candidate.redundant_tokens > best.redundant_tokens:
                 best = candidate
     return best
+
+
+def _matches_by_period(ids: np.ndarray, most: int) -> np.ndarray:
+    """Row p - 1 says where each token equals the one p places on (p = 1..most), all
+    periods in one comparison: one per period cost three times as much a page. Past the
+    end of the tokens a row holds False."""
+    padded = np.concatenate((ids, np.full(most, -1, dtype=ids.dtype)))
+    ahead = np.lib.stride_tricks.sliding_window_view(padded, len(ids))[1 : most + 1]
+    matches: np.ndarray = ahead == ids
+    return matches
+
+
+def _may_hold_run(same: np.ndarray, period: int) -> bool:
+    """False when `same` cannot hold the (LOOP_MIN_REPEATS - 1) * period matches in a row
+    that a loop needs. Such a run covers at least LOOP_MIN_REPEATS - 2 whole blocks of
+    `period` flags, counted from the first: the matches a table's pipes make at every
+    period are scattered, and seldom fill a block."""
+    whole = len(same) // period * period
+    full_blocks = same[:whole].reshape(-1, period).all(axis=1)
+    return int(np.count_nonzero(full_blocks)) >= LOOP_MIN_REPEATS - 2
 
 
 def _has_word(tokens: list[str]) -> bool:
