@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from api.deps import AdminDep, OffsetQuery, SessionDep
 from api.errors import ApiError
+from api.shared_read import SharedRead
 from pagemill.ops.catalog import VIEWS
 from pagemill.ops.metrics import render_metrics
 from pagemill.ops.repository import UnknownView, read_view
@@ -53,9 +54,13 @@ def ops_view(
     )
 
 
+_scrape = SharedRead(render_metrics)
+
+
 @router.get("/metrics", include_in_schema=False)
-def metrics() -> Response:
+async def metrics() -> Response:
     """Prometheus text exposition, read from Postgres and Redis at scrape time. No key,
-    as Prometheus scrapes expect; it shows totals only, no client or job."""
-    body, content_type = render_metrics()
+    as Prometheus scrapes expect; it shows totals only, no client or job. Scrapes that
+    arrive while one is read share its answer (api.shared_read)."""
+    body, content_type = await _scrape()
     return Response(content=body, media_type=content_type)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
@@ -14,6 +18,7 @@ from sqlalchemy import create_engine
 from pagemill.ops.metrics import QUEUE_STAGES, PagemillCollector, make_redis
 from pagemill.queue import OCR_TASK, PUBLISHED_AT_HEADER, make_celery
 from pagemill.settings import Settings
+from tests.conftest import TEST_ENV, make_client_key
 from tests.ops.conftest import OPS_QUEUE_PREFIX, OpsWorld
 
 approx = pytest.approx
@@ -170,3 +175,59 @@ def test_an_unreadable_source_is_reported_not_raised(ops_world: OpsWorld) -> Non
     assert value(samples, "pagemill_scrape_error", source="redis") == 1
     assert value(samples, "pagemill_spec_acceptance_rate", model="jina-ocr-v1") == approx(0.75)
     assert not [name for name, _ in samples if name == "pagemill_queue_depth"]
+
+
+# More scrapes at once than the API's database pool holds connections (10, and 10 more
+# in overflow).
+FLOOD_SCRAPES = 30
+
+
+def test_a_flood_of_scrapes_reads_once_and_leaves_the_database_to_clients(
+    ops_api_url: str,
+) -> None:
+    """/metrics takes no key, so anyone can send many scrapes at once. Each read waits
+    here behind a lock on the pages table; once one read per scrape, they held every
+    connection of the API's pool, and a client's own request waited on the pool."""
+    key = make_client_key()
+    url = TEST_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    with (
+        psycopg.connect(url) as holder,
+        psycopg.connect(url, autocommit=True) as watcher,
+        ThreadPoolExecutor(FLOOD_SCRAPES) as scrapers,
+    ):
+        holder.execute("LOCK TABLE pages IN ACCESS EXCLUSIVE MODE")
+        scrapes = [
+            scrapers.submit(httpx.get, f"{ops_api_url}/metrics", timeout=60)
+            for _ in range(FLOOD_SCRAPES)
+        ]
+        waiting = _sessions_waiting_on_a_lock(watcher, at_least=1)
+        # Every scrape has been sent: were each one reading, more would wait by now.
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and waiting == 1:
+            waiting = _sessions_waiting_on_a_lock(watcher, at_least=1)
+        assert waiting == 1
+        with httpx.Client(
+            base_url=ops_api_url, headers={"Authorization": f"Bearer {key}"}
+        ) as client:
+            # Inside the scrape's statement timeout (5 s), which would free the pool.
+            answer = client.get("/v1/jobs", timeout=2)
+        assert answer.status_code == 200, answer.text
+        holder.rollback()  # the read goes on, and every scrape gets its answer
+        answers = [scrape.result() for scrape in scrapes]
+    for scraped in answers:
+        assert scraped.status_code == 200
+        assert value(parse(scraped.text), "pagemill_scrape_error", source="postgres") == 0
+
+
+def _sessions_waiting_on_a_lock(watcher: psycopg.Connection[Any], at_least: int) -> int:
+    """How many sessions of this database wait on a lock, once at least `at_least` do
+    (or after 10 s)."""
+    deadline = time.monotonic() + 10
+    while True:
+        [(count,)] = watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchall()
+        if count >= at_least or time.monotonic() > deadline:
+            return int(count)
+        time.sleep(0.05)
