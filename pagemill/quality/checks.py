@@ -160,8 +160,8 @@ def _longest_loop(tokens: list[str]) -> _Loop | None:
 
 def _matches_by_period(ids: np.ndarray, most: int) -> np.ndarray:
     """Row p - 1 says where each token equals the one p places on (p = 1..most), all
-    periods in one comparison: one per period cost three times as much a page. Past the
-    end of the tokens a row holds False."""
+    periods in one comparison: one comparison per period took 1.8 times as long on an
+    invoice page. Past the end of the tokens a row holds False."""
     padded = np.concatenate((ids, np.full(most, -1, dtype=ids.dtype)))
     ahead = np.lib.stride_tricks.sliding_window_view(padded, len(ids))[1 : most + 1]
     matches: np.ndarray = ahead == ids
