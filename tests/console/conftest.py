@@ -56,6 +56,30 @@ def wait_until(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -
     raise TimeoutError(f"{what}: not within {timeout_s} s")
 
 
+TEXT_OF = """
+    const found = document.querySelector(arguments[0]);
+    return found === null ? null : found.textContent.trim();
+"""
+
+
+def text_of(browser: WebDriver, selector: str) -> str | None:
+    """The text of the element `selector` names, or None when there is none.
+
+    Pages that refresh themselves swap their live blocks, so an element found in one
+    call may be gone by the next: the text is read in the page, in one script call,
+    and never through a reference kept across a refresh."""
+    found = browser.execute_script(TEXT_OF, selector)
+    return None if found is None else str(found)
+
+
+def wait_for_text(browser: WebDriver, selector: str, expected: str) -> None:
+    """Wait until the element `selector` names reads `expected` (see `text_of`)."""
+    WebDriverWait(browser, WAIT_S).until(
+        lambda _: text_of(browser, selector) == expected,
+        f"{selector} to read {expected!r}",
+    )
+
+
 def _browser_binaries() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")

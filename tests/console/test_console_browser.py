@@ -21,6 +21,8 @@ from tests.console.conftest import (
     job_status,
     running_job,
     sign_in,
+    text_of,
+    wait_for_text,
     wait_until,
 )
 
@@ -90,13 +92,13 @@ def test_cancel_a_running_job(browser: WebDriver, console_world: ConsoleWorld) -
     world = console_world
     job = running_job(world, "long-report.pdf")
     sign_in(browser, world, world.admin_key, f"/console/jobs/{job}")
-    assert browser.find_element(By.ID, "job-status").text == "running"
+    assert text_of(browser, "#job-status") == "running"
 
     browser.find_element(By.ID, "cancel-job").click()
     WebDriverWait(browser, WAIT_S).until(expected_conditions.alert_is_present())
     browser.switch_to.alert.accept()
     WebDriverWait(browser, WAIT_S).until(expected_conditions.url_contains("done=cancelled"))
-    assert browser.find_element(By.ID, "job-status").text == "cancelled"
+    assert text_of(browser, "#job-status") == "cancelled"
     assert "Cancelled" in browser.find_element(By.CSS_SELECTOR, ".notice.ok").text
     with world.api() as api:
         assert api.get(f"/v1/jobs/{job}").json()["status"] == "cancelled"
@@ -155,13 +157,11 @@ def test_the_list_refreshes_itself_while_a_job_runs(
     job = running_job(world, "refreshing.pdf")
     sign_in(browser, world, world.admin_key, "/console/jobs?q=refreshing")
     row = f"tr[data-job-id='{job}'] .status"
-    assert browser.find_element(By.CSS_SELECTOR, row).text == "running"
+    assert text_of(browser, row) == "running"
     browser.execute_script("window.notReloaded = true")
     with world.api() as api:
         assert api.delete(f"/v1/jobs/{job}").status_code == 200
-    WebDriverWait(browser, WAIT_S).until(
-        lambda _: browser.find_element(By.CSS_SELECTOR, row).text == "cancelled"
-    )
+    wait_for_text(browser, row, "cancelled")
     assert browser.execute_script("return window.notReloaded") is True
 
     # A running job's own page too: its status, and no cancel button once it ended.
@@ -171,9 +171,7 @@ def test_the_list_refreshes_itself_while_a_job_runs(
     browser.execute_script("window.notReloaded = true")
     with world.api() as api:
         assert api.delete(f"/v1/jobs/{other}").status_code == 200
-    WebDriverWait(browser, WAIT_S).until(
-        lambda _: browser.find_element(By.ID, "job-status").text == "cancelled"
-    )
+    wait_for_text(browser, "#job-status", "cancelled")
     assert not browser.find_elements(By.ID, "cancel-job")
     assert browser.execute_script("return window.notReloaded") is True
 
