@@ -28,6 +28,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from pagemill.db.direct import AutocommitDriver
+
 KEY_ENV = "PAGEMILL_BENCH_ROUNDTRIPS_KEY"
 ROOT = Path(__file__).resolve().parent.parent
 # Frames skipped when naming who opened a transaction: the SQL itself, not its caller.
@@ -66,6 +68,22 @@ def install(engine: Engine) -> None:
         return bool(ping(dbapi_connection))
 
     dialect.do_ping = counted_ping  # type: ignore[method-assign]
+    _count_direct_statements()
+
+
+def _count_direct_statements() -> None:
+    """Statements run on the driver's connection (pagemill.db.direct) pass no engine
+    event: each is one round trip, committing on its own."""
+    fetch = AutocommitDriver._fetch_one
+    if getattr(fetch, "counted", False):
+        return
+
+    def counted_fetch(self: AutocommitDriver, statement: Any, values: dict[str, Any]) -> Any:
+        _add("statement", _caller())
+        return fetch(self, statement, values)
+
+    counted_fetch.counted = True  # type: ignore[attr-defined]
+    AutocommitDriver._fetch_one = counted_fetch  # type: ignore[method-assign,assignment]
 
 
 def set_stage(stage: str | None) -> None:

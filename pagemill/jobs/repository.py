@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     Interval,
     String,
+    Uuid,
     bindparam,
     case,
     cast,
@@ -30,9 +31,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB, insert
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker, undefer
 
+from pagemill.db.direct import AutocommitDriver
 from pagemill.db.models import Batch, Client, IdempotencyKey, Job, Page, Worker
 from pagemill.domain import (
     TERMINAL_JOB_STATUSES,
@@ -44,19 +45,17 @@ from pagemill.domain import (
     SourceKind,
 )
 
-# What the per-page statements of the OCR path run on: a session, or a bare connection
-# (`autocommit_connection`).
-Executor = Session | Connection
+# What the per-page statements of the OCR path run on: a session (in its transaction),
+# or the driver's connection, each statement committing on its own (`autocommit_driver`).
+Executor = Session | AutocommitDriver
 
 
-@contextmanager
-def autocommit_connection(sessions: sessionmaker[Session]) -> Iterator[Connection]:
-    """`autocommit`, as a bare connection: for the per-page statements run as plain SQL
-    (`_run_built`), which need nothing of a session. A page's claim and result cost 0.52
-    ms of CPU this way against 0.65 in a session each (measured in one process, 1,000
-    pairs)."""
-    with sessions.kw["bind"].connect() as connection:
-        yield connection.execution_options(isolation_level="AUTOCOMMIT")
+def autocommit_driver(sessions: sessionmaker[Session]) -> AutocommitDriver:
+    """For the per-page statements run as plain SQL (`_run_built`), which need nothing
+    of a session: each commits on its own, on the driver's connection (pagemill.db.direct).
+    A page's claim and result cost 0.36 ms of CPU this way against 0.58 to 0.83 on a
+    SQLAlchemy Connection (measured in one process, 1,000 pairs)."""
+    return AutocommitDriver(sessions.kw["bind"])
 
 
 @contextmanager
@@ -356,12 +355,13 @@ def _claim_params(page_id: int, lease: timedelta, worker_id: str | None) -> dict
 # call: building a statement and deriving its cache key took most of the CPU of running
 # it (SQLAlchemy memoizes the key on the statement object).
 def _run_built(session: Executor, statement: Any, params: dict[str, Any]) -> Any:
-    """One row (or None) of a per-page statement built once, run as plain SQL on a bare
-    connection or on the session's (and in its transaction): the ORM's handling of a statement
-    (autoflush, identity map, entity loading) has nothing to do for these, which read
-    and write columns only, and it cost a third of their CPU."""
-    connection = session.connection() if isinstance(session, Session) else session
-    return connection.execute(statement, params).one_or_none()
+    """One row (or None) of a per-page statement built once, run as plain SQL on the
+    driver's connection or on the session's (and in its transaction): the ORM's handling
+    of a statement (autoflush, identity map, entity loading) has nothing to do for these,
+    which read and write columns only, and it cost a third of their CPU."""
+    if isinstance(session, AutocommitDriver):
+        return session.one_or_none(statement, params)
+    return session.connection().execute(statement, params).one_or_none()
 
 
 @functools.cache
@@ -645,6 +645,13 @@ def page_status_counts(session: Session, job_id: uuid.UUID) -> dict[PageStatus, 
 def all_pages_terminal(session: Executor, job_id: uuid.UUID) -> bool:
     """True once every selected page has ended. Counted against the job's page total,
     not the rows present, because prepare may still be adding pages."""
+    row = _run_built(session, _all_pages_terminal_statement(), {"job_id": job_id})
+    return row is not None and bool(row[0])
+
+
+@functools.cache
+def _all_pages_terminal_statement() -> Any:
+    job_id = bindparam("job_id", type_=Uuid())
     terminal = (
         select(func.count())
         .select_from(Page)
@@ -652,7 +659,7 @@ def all_pages_terminal(session: Executor, job_id: uuid.UUID) -> bool:
         .scalar_subquery()
     )
     # NULL (no total yet) is not ended.
-    return bool(session.scalar(select(Job.pages_total <= terminal).where(Job.id == job_id)))
+    return select(Job.pages_total <= terminal).where(Job.id == job_id)
 
 
 def record_page_furniture(

@@ -181,17 +181,17 @@ def _check_licence(page: _ClaimedPage, basis: _Basis) -> None:
 def _claim(ctx: StageContext, page_id: int) -> _ClaimedPage | PageRun:
     lease = timedelta(seconds=ctx.settings.page_lease_s)
     # One statement that commits on its own: the claim, returning what the attempt reads.
-    with repository.autocommit_connection(ctx.sessions) as connection:
-        taken = repository.take_page(connection, page_id, lease, registration.worker_id())
+    database = repository.autocommit_driver(ctx.sessions)
+    taken = repository.take_page(database, page_id, lease, registration.worker_id())
     if taken is None:
         return PageRun(PageOutcome.skipped)
     claim = taken.claim
     if claim.attempt > ctx.settings.max_claims:
         message = f"Gave up after {claim.attempt - 1} attempts; last error: {taken.error}"
-        with repository.autocommit_connection(ctx.sessions) as connection:
-            finished = repository.finish_page_counted(
-                connection, claim, {"status": PageStatus.failed, "error": message}
-            )
+        database = repository.autocommit_driver(ctx.sessions)
+        finished = repository.finish_page_counted(
+            database, claim, {"status": PageStatus.failed, "error": message}
+        )
         if not finished.written:
             return PageRun(PageOutcome.skipped)
         return PageRun(PageOutcome.failed, claim.job_id, job_complete=finished.job_complete)
@@ -283,32 +283,32 @@ def _record_success(
     # The result, the worker's charge, the purge fence and whether the job is done, in
     # one statement that commits on its own: written after the page's objects, so the
     # fence is checked after they were written, as the purge requires (pagemill.jobs.purge).
-    with repository.autocommit_connection(ctx.sessions) as connection:
-        finished = repository.finish_page_counted(
-            connection,
-            claim,
-            {
-                "status": PageStatus.succeeded,
-                "engine": assessed.engine,
-                **page_charge(ctx.settings, seconds),
-                "output_chars": len(result.markdown),
-                "staged_markdown": stageable_markdown(result.markdown),
-                "result_attempt": claim.attempt,
-                "prompt_tokens": result.prompt_tokens,
-                "output_tokens": result.output_tokens,
-                "finish_reason": result.finish_reason,
-                "engine_details": result.details,
-                "error": None,
-                "worker_id": worker,
-                "model": basis.model,
-                "model_license": basis.model_license,
-                "deployment_license_reference": basis.deployment_license_reference,
-                "basis_permits_commercial": basis.permits_commercial,
-                **gpu_measurements(result.details),
-                **assessed.columns(),
-            },
-            charge,
-        )
+    database = repository.autocommit_driver(ctx.sessions)
+    finished = repository.finish_page_counted(
+        database,
+        claim,
+        {
+            "status": PageStatus.succeeded,
+            "engine": assessed.engine,
+            **page_charge(ctx.settings, seconds),
+            "output_chars": len(result.markdown),
+            "staged_markdown": stageable_markdown(result.markdown),
+            "result_attempt": claim.attempt,
+            "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens,
+            "finish_reason": result.finish_reason,
+            "engine_details": result.details,
+            "error": None,
+            "worker_id": worker,
+            "model": basis.model,
+            "model_license": basis.model_license,
+            "deployment_license_reference": basis.deployment_license_reference,
+            "basis_permits_commercial": basis.permits_commercial,
+            **gpu_measurements(result.details),
+            **assessed.columns(),
+        },
+        charge,
+    )
     if not finished.written:
         if finished.purge_started:
             _discard_written(ctx, claim)
@@ -356,10 +356,10 @@ def _record_engine_failure(ctx: StageContext, page: _ClaimedPage, error: Excepti
     final = failures >= ctx.settings.page_max_attempts
     log.warning("page %s attempt %s failed: %s", claim.page_id, claim.attempt, message)
     status = PageStatus.failed if final else PageStatus.queued
-    with repository.autocommit_connection(ctx.sessions) as connection:
-        finished = repository.finish_page_counted(
-            connection, claim, {"status": status, "error": message, "engine_failures": failures}
-        )
+    database = repository.autocommit_driver(ctx.sessions)
+    finished = repository.finish_page_counted(
+        database, claim, {"status": status, "error": message, "engine_failures": failures}
+    )
     if not finished.written:
         return PageRun(PageOutcome.skipped)
     if not final:
