@@ -76,7 +76,8 @@ def compile_direct(statement: ClauseElement, engine: Engine) -> DirectStatement:
     for name, value in expanded.parameters.items():
         if name not in given:
             process = processor(name)
-            constants[name] = value if process is None or value is None else process(value)
+            # None too: a JSON column binds it as JSON null, as SQLAlchemy does.
+            constants[name] = value if process is None else process(value)
     columns = getattr(statement, "exported_columns", ())
     return DirectStatement(
         sql=expanded.statement,
@@ -105,7 +106,7 @@ class AutocommitDriver:
         values = dict(direct.constants)
         for name, value in params.items():
             process = direct.processors[name]
-            values[name] = value if process is None or value is None else process(value)
+            values[name] = value if process is None else process(value)
         return self._fetch_one(direct, values)
 
     def _fetch_one(self, direct: DirectStatement, values: dict[str, Any]) -> tuple[Any, ...] | None:

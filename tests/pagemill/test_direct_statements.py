@@ -20,7 +20,7 @@ from pagemill.db.direct import AutocommitDriver
 from pagemill.db.models import Page
 from pagemill.db.session import session_scope
 from pagemill.domain import TERMINAL_PAGE_STATUSES, JobStatus, LicenseUse, PageStatus
-from tests.conftest import make_client_key
+from tests.conftest import TEST_ENV, make_client_key
 from tests.support.factories import add_job
 
 FACTS = {"number": 1, "words": ["Total", "1,939.00"], "nested": {"ok": True}}
@@ -67,6 +67,17 @@ READ_PAGES = select(
 ).where(Page.job_id == bindparam("job_id", type_=Uuid()))
 
 
+def details_stored(job_id: uuid.UUID) -> tuple[Any, ...] | None:
+    """Whether the first page's engine_details are SQL NULL, and whether JSON null."""
+    url = TEST_ENV["PAGEMILL_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT engine_details IS NULL, engine_details = 'null'::jsonb FROM pages"
+            " WHERE job_id = %s AND number = 1",
+            (job_id,),
+        ).fetchone()
+
+
 def _through_sqlalchemy(engine: Engine, statement: Any, params: dict[str, Any]) -> Any:
     with engine.begin() as connection:
         row = connection.execute(statement, params).one_or_none()
@@ -90,6 +101,12 @@ def test_values_bind_and_read_as_through_sqlalchemy(engine: Engine, job_id: uuid
     assert [type(value) for value in row] == [type(value) for value in expected]
     assert row[:2] == (PageStatus.running, LicenseUse.commercial)
     assert row[2] == FACTS and row[3] == {"model": "m", "tokens": [1, 2]}
+    # None into a JSON column is JSON null, not SQL NULL, as SQLAlchemy binds it.
+    nothing = {**params, "details": None}
+    assert AutocommitDriver(engine).one_or_none(UPDATE_FIRST_PAGE, nothing) == (
+        _through_sqlalchemy(engine, UPDATE_FIRST_PAGE, nothing)
+    )
+    assert details_stored(job_id) == (False, True)
     read = AutocommitDriver(engine).one_or_none(READ_PAGES, {"job_id": job_id})
     assert read == _through_sqlalchemy(engine, READ_PAGES, {"job_id": job_id})
     assert read == (2, Decimal("0.00123456"), False)
