@@ -38,6 +38,13 @@ class Settings(BaseSettings):
         "locks its open transaction held. 0 leaves it to the server's own settings, as "
         "behind PgBouncer, which refuses per-connection options.",
     )
+    database_application_name: str = Field(
+        "pagemill",
+        max_length=63,
+        description="This process's name in Postgres (pg_stat_activity.application_name): "
+        "give each kind of process its own (api, cpu and gpu workers) to tell their "
+        "sessions apart when one waits or holds a lock.",
+    )
 
     # --- Redis: the Celery broker. Messages carry ids only.
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")

@@ -190,10 +190,19 @@ def worker_process(
     services.stop(process)
 
 
+# The session API's name in pg_stat_activity, to tell its sessions from a worker's
+# (whose reaper reads the same tables) in tests that watch for a request's lock wait.
+API_APPLICATION_NAME = "pagemill-test-api"
+
+
 @pytest.fixture(scope="session")
 def api_url(database_url: str, redis_client: redis.Redis, s3: Any) -> Iterator[str]:
     port = services.free_port()
-    env = {**os.environ, "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}"}
+    env = {
+        **os.environ,
+        "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}",
+        "PAGEMILL_DATABASE_APPLICATION_NAME": API_APPLICATION_NAME,
+    }
     process = services.start_api(env, TMP_ROOT / "api.log", port)
     yield f"http://127.0.0.1:{port}"
     services.stop(process)

@@ -45,7 +45,9 @@ _CHECKED_IN_AT = "pagemill_checked_in_at"
 def get_engine() -> Engine:
     settings = get_settings()
     seconds = settings.database_dead_client_s
-    connect_args = {"options": dead_client_options(seconds)} if seconds else {}
+    connect_args = {"application_name": settings.database_application_name}
+    if seconds:
+        connect_args["options"] = dead_client_options(seconds)
     engine = create_engine(settings.database_url, pool_size=10, connect_args=connect_args)
     ping_when_idle(engine, PING_AFTER_IDLE_S)
     return engine

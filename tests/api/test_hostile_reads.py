@@ -19,7 +19,7 @@ from pagemill.clients.repository import authenticate
 from pagemill.db.session import session_scope
 from pagemill.jobs import purge
 from pagemill.storage import JobKeys, ObjectStore
-from tests.conftest import DB_NAME, TEST_ENV, make_client_key
+from tests.conftest import API_APPLICATION_NAME, DB_NAME, TEST_ENV, make_client_key
 from tests.support.factories import add_job
 
 PAGE_MARKDOWN = b"Page one.\n"
@@ -337,8 +337,8 @@ def test_a_body_on_an_endpoint_that_takes_none_is_ignored(api: httpx.Client, job
 def _blocked_on_pages(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'"
-        " AND query LIKE 'SELECT pages.%%'",
-        (DB_NAME,),
+        " AND application_name = %s AND query LIKE 'SELECT pages.%%'",
+        (DB_NAME, API_APPLICATION_NAME),
     ).fetchone()
     return row is not None and row[0] > 0
 

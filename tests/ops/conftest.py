@@ -35,6 +35,9 @@ JINA_REFERENCE = "JINA-COMM-2026-001"
 # The ops API runs with its own queue prefix, so no worker of the test session
 # consumes the messages the queue-depth test leaves in Redis.
 OPS_QUEUE_PREFIX = f"{TEST_ENV['PAGEMILL_QUEUE_PREFIX']}ops-"
+# Its sessions' name in pg_stat_activity: the test session's other processes (a
+# worker's reaper) share the database and may wait on the same locks.
+OPS_API_NAME = "pagemill-ops-api"
 
 
 def sql(query: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -229,6 +232,7 @@ def ops_api_url(database_url: str, redis_client: redis.Redis) -> Iterator[str]:
         **os.environ,
         "PAGEMILL_API_BASE_URL": f"http://127.0.0.1:{port}",
         "PAGEMILL_QUEUE_PREFIX": OPS_QUEUE_PREFIX,
+        "PAGEMILL_DATABASE_APPLICATION_NAME": OPS_API_NAME,
     }
     process = services.start_api(env, TMP_ROOT / "ops-api.log", port)
     yield f"http://127.0.0.1:{port}"
