@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from pagemill.quality.furniture import FurnitureKind, FurnitureMode, PageSplit, split_pages
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagemill.quality.furniture import (
+    FurnitureKind,
+    FurnitureMode,
+    PageSplit,
+    _body_words,
+    _Found,
+    _Line,
+    split_pages,
+)
 from worker.pipeline import assemble_document
 
 HEADER = "ACME Supplies Ltd - Invoice INV-2024-0042"
@@ -262,3 +274,82 @@ def test_a_paragraph_repeated_at_the_edge_of_pages_stays_in_the_body() -> None:
     for split in split_pages(pages, FurnitureMode.separate):
         assert split.furniture == []
         assert split.body is not None and paragraph.strip() in split.body
+
+
+# Text built from what the word split treats specially: spaces of several kinds, cell
+# bars, <br> tags whole and in pieces, emphasis marks, <u> tags, punctuation.
+_TRICKY_PIECES = st.sampled_from(
+    [
+        " ",
+        "  ",
+        "\t",
+        "\u00a0",
+        "|",
+        "||",
+        "<br>",
+        "<br/>",
+        "<br />",
+        "<br",
+        "/>",
+        "<",
+        ">",
+        "*",
+        "**",
+        "_",
+        "`",
+        "~",
+        "<u>",
+        "</u>",
+        "u>",
+        ".",
+        ",",
+        "(",
+        ")",
+        "#",
+        "-",
+        "\u2013",
+        "INV/2023/03/0008",
+        "Total",
+        "due",
+        "42",
+        "é",
+        "ÉTÉ",
+        "x",
+    ]
+)
+_TRICKY_LINES = st.lists(_TRICKY_PIECES, max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(_TRICKY_LINES, min_size=1, max_size=6), min_size=1, max_size=4),
+    st.data(),
+)
+def test_the_body_words_of_a_drop_are_the_words_of_each_body_line_alone(
+    pages: list[list[str]], data: st.DataObject
+) -> None:
+    """What a drop compares a header against: the words of every line that is not
+    furniture, each line read on its own, so no word is made of two lines' pieces."""
+    texts = {number: "\n".join(lines) for number, lines in enumerate(pages, start=1)}
+    keys = [
+        (number, index)
+        for number, lines in enumerate(pages, start=1)
+        for index in range(len(lines))
+    ]
+    furniture_keys = set(data.draw(st.lists(st.sampled_from(keys), unique=True)))
+    found = [_furniture_at(number, index) for number, index in furniture_keys]
+
+    expected: set[str] = set()
+    for number, index in keys:
+        if (number, index) not in furniture_keys:
+            line = re.sub(r"[*_`~]|</?u>", "", pages[number - 1][index]).lower()
+            for word in re.split(r"\s+|\||<br\s*/?>", line):
+                word = word.strip(".,:;!?()[]{}\"'#-\u2013\u2014")
+                if word and any(char.isalnum() for char in word):
+                    expected.add(word)
+    assert _body_words(found, texts) == expected
+
+
+def _furniture_at(number: int, index: int) -> _Found:
+    line = _Line(number, index, text="", plain="", position="top", at_very_edge=True)
+    return _Found(line, FurnitureKind.page_number)
